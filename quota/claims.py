@@ -1,0 +1,113 @@
+"""From a Pod to the ResourceClaims it will use (SPEC §3.3).
+
+Each `spec.resourceClaims[]` entry is one claim whatever number of containers
+reference it: a template entry becomes a new claim per pod, a named entry is a
+shared, pre-created claim that quota charges once per ClusterQueue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from quota.claimspec import ClaimSpec, FieldReader, api_version_of, parse_claim_spec
+from quota.cluster import ClusterState, Obj
+from quota.devices import claim_devices
+from quota.errors import InvalidObject, NotFound, object_ref
+
+__all__ = ["PodClaim", "claim_spec_of", "expand_pod_claims"]
+
+
+@dataclass(frozen=True)
+class PodClaim:
+    """One claim of a pod: from a template (per pod) or a shared, named claim."""
+
+    entry: str
+    namespace: str
+    spec: ClaimSpec
+    devices: Mapping[str, int]
+    template: str | None = None
+    claim: str | None = None
+    allocation: Mapping[str, Any] | None = field(default=None, compare=False)
+
+    @property
+    def shared(self) -> bool:
+        """True for a pre-created claim named by `resourceClaimName`."""
+        return self.claim is not None
+
+    @property
+    def key(self) -> str:
+        """`namespace/name` of the template or claim this entry points at."""
+        return f"{self.namespace}/{self.claim or self.template}"
+
+
+def claim_spec_of(obj: Obj) -> ClaimSpec:
+    """The normalised spec of a ResourceClaim or ResourceClaimTemplate object."""
+    kind = obj.get("kind", "")
+    metadata = obj.get("metadata") or {}
+    ref = object_ref(kind, metadata.get("namespace") or "default", metadata.get("name"))
+    version = api_version_of(obj, ref)
+    spec = FieldReader(ref).mapping(obj.get("spec"), "spec")
+    if kind == "ResourceClaimTemplate":
+        return parse_claim_spec(spec.get("spec"), version, ref, "spec.spec")
+    if kind == "ResourceClaim":
+        return parse_claim_spec(spec, version, ref, "spec")
+    raise InvalidObject(
+        ref, "kind", f'expected ResourceClaim or ResourceClaimTemplate, got "{kind}"'
+    )
+
+
+def _entry_claim(entry: Any, path: str, namespace: str, state: ClusterState, ref: str) -> PodClaim:
+    reader = FieldReader(ref)
+    entry = reader.mapping(entry, path)
+    name = reader.string(entry.get("name"), f"{path}.name", True)
+    template = reader.string(
+        entry.get("resourceClaimTemplateName"), f"{path}.resourceClaimTemplateName"
+    )
+    claim = reader.string(entry.get("resourceClaimName"), f"{path}.resourceClaimName")
+    if bool(template) == bool(claim):
+        raise reader.fail(
+            path, "must set exactly one of resourceClaimName or resourceClaimTemplateName"
+        )
+    kind = "ResourceClaimTemplate" if template else "ResourceClaim"
+    target = template or claim
+    obj = state.get(kind, namespace, target)
+    if obj is None:
+        raise NotFound(kind, namespace, target, referrer=f"{ref}: {path}")
+    spec = claim_spec_of(obj)
+    allocation = (obj.get("status") or {}).get("allocation") if claim else None
+    return PodClaim(
+        entry=name,
+        namespace=namespace,
+        spec=spec,
+        devices=claim_devices(spec),
+        template=template or None,
+        claim=claim or None,
+        allocation=allocation,
+    )
+
+
+def expand_pod_claims(
+    pod: Obj, state: ClusterState, ref: str | None = None
+) -> tuple[PodClaim, ...]:
+    """The claims of a pod (or pod template) in entry order, looked up in its namespace.
+
+    Raises NotFound naming the template or claim when it is missing, InvalidObject
+    when an entry or the claim spec it points at is malformed.
+    """
+    metadata = pod.get("metadata") or {}
+    namespace = metadata.get("namespace") or "default"
+    ref = ref or object_ref("Pod", namespace, metadata.get("name") or metadata.get("generateName"))
+    reader = FieldReader(ref)
+    spec = reader.mapping(pod.get("spec"), "spec")
+    entries = reader.items(spec.get("resourceClaims"), "spec.resourceClaims")
+    claims = [
+        _entry_claim(entry, f"spec.resourceClaims[{i}]", namespace, state, ref)
+        for i, entry in enumerate(entries)
+    ]
+    names = [claim.entry for claim in claims]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            raise InvalidObject(ref, f"spec.resourceClaims[{i}].name", f'duplicate entry "{name}"')
+    return tuple(claims)

@@ -1,0 +1,103 @@
+"""The cluster view: every object the decisions read, indexed by kind/namespace/name.
+
+A plain in-memory index with no I/O. The embedded `--state DIR` mode fills it
+from files; the webhook's informers keep it current from the API server. Each
+kind has a revision counter so that derived indexes (pools, queue tables) can be
+cached and rebuilt only when their inputs changed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from quota.errors import InvalidObject
+
+__all__ = ["CLUSTER_SCOPED", "ClusterState", "Obj", "meta_of"]
+
+Obj = Mapping[str, Any]
+
+CLUSTER_SCOPED = frozenset(
+    {
+        "DeviceClass",
+        "ResourceSlice",
+        "Node",
+        "Namespace",
+        "ClusterQueue",
+        "ResourceFlavor",
+        "DeviceTaintRule",
+    }
+)
+
+
+def meta_of(obj: Obj) -> tuple[str, str | None, str]:
+    """(kind, namespace, name) of an object; namespace None for cluster-scoped kinds."""
+    kind = obj.get("kind")
+    metadata = obj.get("metadata")
+    if not isinstance(kind, str) or not kind:
+        raise InvalidObject("object", "kind", "missing kind: not a Kubernetes object")
+    if not isinstance(metadata, Mapping):
+        raise InvalidObject(kind, "metadata", "missing metadata: not a Kubernetes object")
+    name = metadata.get("name") or metadata.get("generateName")
+    if not isinstance(name, str) or not name:
+        raise InvalidObject(kind, "metadata.name", "required")
+    if kind in CLUSTER_SCOPED:
+        return kind, None, name
+    namespace = metadata.get("namespace") or "default"
+    if not isinstance(namespace, str):
+        raise InvalidObject(kind, "metadata.namespace", "must be a string")
+    return kind, namespace, name
+
+
+class ClusterState:
+    """A mutable, thread-safe index of cluster objects (dicts as the API serves them)."""
+
+    def __init__(self, objects: Iterable[Obj] = ()) -> None:
+        self._lock = threading.Lock()
+        self._by_kind: dict[str, dict[tuple[str | None, str], Obj]] = {}
+        self._revisions: dict[str, int] = {}
+        for obj in objects:
+            self.upsert(obj)
+
+    def upsert(self, obj: Obj) -> None:
+        """Add or replace an object."""
+        kind, namespace, name = meta_of(obj)
+        with self._lock:
+            self._by_kind.setdefault(kind, {})[(namespace, name)] = obj
+            self._revisions[kind] = self._revisions.get(kind, 0) + 1
+
+    def remove(self, kind: str, namespace: str | None, name: str) -> None:
+        """Forget an object; removing a missing object is a no-op."""
+        with self._lock:
+            if self._by_kind.get(kind, {}).pop((namespace, name), None) is not None:
+                self._revisions[kind] = self._revisions.get(kind, 0) + 1
+
+    def replace_kind(self, kind: str, objects: Iterable[Obj]) -> None:
+        """Replace every object of a kind at once (a fresh LIST)."""
+        fresh: dict[tuple[str | None, str], Obj] = {}
+        for obj in objects:
+            _, namespace, name = meta_of(obj)
+            fresh[(namespace, name)] = obj
+        with self._lock:
+            self._by_kind[kind] = fresh
+            self._revisions[kind] = self._revisions.get(kind, 0) + 1
+
+    def get(self, kind: str, namespace: str | None, name: str) -> Obj | None:
+        """One object, or None."""
+        return self._by_kind.get(kind, {}).get((namespace, name))
+
+    def list(self, kind: str, namespace: str | None = None) -> list[Obj]:
+        """Objects of a kind (in one namespace if given), sorted by namespace and name."""
+        items = sorted(
+            self._by_kind.get(kind, {}).items(), key=lambda kv: (kv[0][0] or "", kv[0][1])
+        )
+        return [obj for (ns, _), obj in items if namespace is None or ns == namespace]
+
+    def revision(self, *kinds: str) -> tuple[int, ...]:
+        """A value that changes whenever an object of one of these kinds changes."""
+        return tuple(self._revisions.get(kind, 0) for kind in kinds)
+
+    def kinds(self) -> list[str]:
+        """Kinds present in the view."""
+        return sorted(self._by_kind)

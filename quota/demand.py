@@ -1,0 +1,83 @@
+"""Everything one pod is charged: devices per class, shared claims, ordinary requests."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from quota.claims import PodClaim, expand_pod_claims
+from quota.cluster import ClusterState
+from quota.deviceclasses import extended_resource_classes, parse_device_class
+from quota.devices import add_devices
+from quota.errors import InvalidObject, NotFound
+from quota.podresources import pod_resources
+from quota.workloads import Workload
+
+__all__ = ["PodDemand", "extended_names", "pod_demand"]
+
+
+@dataclass(frozen=True)
+class PodDemand:
+    """What one pod of a workload asks for.
+
+    - `devices`: per DeviceClass, from template claims and DRA extended resources,
+      charged for every pod;
+    - `shared_claims`: per shared claim (`ns/name`), its devices per class, charged
+      once per ClusterQueue however many pods use it;
+    - `resources`: ordinary effective requests as quota amounts (cpu in millicores).
+    """
+
+    claims: tuple[PodClaim, ...]
+    devices: Mapping[str, int]
+    shared_claims: Mapping[str, Mapping[str, int]]
+    resources: Mapping[str, int]
+    extended_devices: Mapping[str, int]
+
+    def all_devices(self) -> dict[str, int]:
+        """Devices per class including each shared claim once."""
+        total = dict(self.devices)
+        for devices in self.shared_claims.values():
+            add_devices(total, dict(devices))
+        return dict(sorted(total.items()))
+
+
+def extended_names(state: ClusterState) -> dict[str, str]:
+    """Explicit extended-resource name -> DeviceClass, for the classes in the cluster view."""
+    return extended_resource_classes(parse_device_class(obj) for obj in state.list("DeviceClass"))
+
+
+def pod_demand(workload: Workload, state: ClusterState) -> PodDemand:
+    """The demand of one pod of `workload`, with claims looked up in `state`.
+
+    Errors name the original object and the field path inside it (for a Job,
+    under `spec.template`).
+    """
+    try:
+        claims = expand_pod_claims(workload.pod, state, workload.ref)
+        resources = pod_resources(workload.pod, workload.ref, extended_names(state))
+    except NotFound as exc:
+        if workload.template_path:
+            exc.referrer = exc.referrer.replace(": spec.", f": {workload.template_path}.spec.", 1)
+            exc.args = (f"{exc.referrer}: {str(exc).rsplit(': ', 1)[-1]}",)
+        raise
+    except InvalidObject as exc:
+        if workload.template_path and exc.obj == workload.ref and exc.path.startswith("spec"):
+            raise InvalidObject(
+                exc.obj, f"{workload.template_path}.{exc.path}", exc.reason
+            ) from exc
+        raise
+    devices: dict[str, int] = {}
+    shared: dict[str, Mapping[str, int]] = {}
+    for claim in claims:
+        if claim.shared:
+            shared[claim.key] = claim.devices
+        else:
+            add_devices(devices, dict(claim.devices))
+    add_devices(devices, dict(resources.extended_devices))
+    return PodDemand(
+        claims=claims,
+        devices=dict(sorted(devices.items())),
+        shared_claims=shared,
+        resources=resources.requests,
+        extended_devices=resources.extended_devices,
+    )

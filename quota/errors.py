@@ -1,0 +1,53 @@
+"""Errors raised by the quota core.
+
+Bad input raises; "does not fit" and "cannot be placed" are ordinary results
+and never raise. Every error carries the object and field path it is about, so
+the webhook can answer 400 with a message a user can act on, and tests can
+match on fields instead of text.
+
+    DraquotaError
+    ├── InvalidObject        malformed object or unsupported field value (400)
+    │   └── InvalidQuantity  a quantity that does not parse or is not allowed
+    └── NotFound             a referenced object does not exist (403 denial)
+"""
+
+from __future__ import annotations
+
+__all__ = ["DraquotaError", "InvalidObject", "InvalidQuantity", "NotFound", "object_ref"]
+
+
+def object_ref(kind: str, namespace: str | None, name: str | None) -> str:
+    """`Kind ns/name` (or `Kind name` for cluster-scoped objects)."""
+    name = name or "<unnamed>"
+    return f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+
+
+class DraquotaError(Exception):
+    """Base of every error the quota core raises on purpose."""
+
+
+class InvalidObject(DraquotaError):
+    """An object is malformed: `obj` names it, `path` is the offending field."""
+
+    def __init__(self, obj: str, path: str, reason: str) -> None:
+        self.obj = obj
+        self.path = path
+        self.reason = reason
+        where = f"{obj}: {path}" if path else obj
+        super().__init__(f"{where}: {reason}")
+
+
+class InvalidQuantity(InvalidObject):
+    """A quantity does not parse, is negative, or is fractional where integers are required."""
+
+
+class NotFound(DraquotaError):
+    """A referenced object is missing from the cluster view."""
+
+    def __init__(self, kind: str, namespace: str | None, name: str, referrer: str = "") -> None:
+        self.kind = kind
+        self.namespace = namespace
+        self.name = name
+        self.referrer = referrer
+        message = f"{object_ref(kind, namespace, name)} not found"
+        super().__init__(f"{referrer}: {message}" if referrer else message)

@@ -1,0 +1,1 @@
+"""draquota's imperative shell: the admission service, cluster cache, and command line."""
