@@ -33,6 +33,8 @@ CLUSTER_SCOPED = frozenset(
 
 def meta_of(obj: Obj) -> tuple[str, str | None, str]:
     """(kind, namespace, name) of an object; namespace None for cluster-scoped kinds."""
+    if not isinstance(obj, Mapping):
+        raise InvalidObject("object", "", "not a Kubernetes object (expected a mapping)")
     kind = obj.get("kind")
     metadata = obj.get("metadata")
     if not isinstance(kind, str) or not kind:

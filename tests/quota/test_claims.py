@@ -1,0 +1,164 @@
+"""From a Pod to its claims (SPEC §3.3)."""
+
+from __future__ import annotations
+
+import pytest
+
+from quota.claims import expand_pod_claims
+from quota.cluster import ClusterState
+from quota.demand import pod_demand
+from quota.errors import InvalidObject, NotFound
+from quota.workloads import as_workload
+from tests.quota.builders import VERSIONS, claim, claim_template, container, pod
+
+GPU2 = {
+    "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com", "count": 2}}]
+}
+NIC1 = {"requests": [{"name": "nic", "exactly": {"deviceClassName": "nic.example.com"}}]}
+
+
+def _state(version: str = "v1") -> ClusterState:
+    return ClusterState(
+        [
+            claim_template("gpu-tmpl", GPU2, version=version),
+            claim_template("nic-tmpl", NIC1, version=version),
+            claim("shared-gpus", GPU2, version=version),
+        ]
+    )
+
+
+def _devices(p: dict, state: ClusterState) -> dict[str, int]:
+    return pod_demand(as_workload(p), state).all_devices()
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_template_entry_is_one_claim_per_pod(version: str) -> None:
+    p = pod(claims=({"name": "gpu", "resourceClaimTemplateName": "gpu-tmpl"},))
+    claims = expand_pod_claims(p, _state(version))
+    assert [(c.entry, c.template, c.shared) for c in claims] == [("gpu", "gpu-tmpl", False)]
+    assert _devices(p, _state(version)) == {"gpu.example.com": 2}
+
+
+def test_two_entries_naming_the_same_template_are_two_claims() -> None:
+    p = pod(
+        claims=(
+            {"name": "a", "resourceClaimTemplateName": "gpu-tmpl"},
+            {"name": "b", "resourceClaimTemplateName": "gpu-tmpl"},
+        )
+    )
+    assert _devices(p, _state()) == {"gpu.example.com": 4}
+
+
+def test_two_containers_sharing_one_claim_are_charged_once() -> None:
+    p = pod(
+        claims=({"name": "gpu", "resourceClaimTemplateName": "gpu-tmpl"},),
+        containers=(container("a", claims=("gpu",)), container("b", claims=("gpu",))),
+    )
+    assert _devices(p, _state()) == {"gpu.example.com": 2}
+
+
+def test_init_and_regular_container_sharing_one_template_are_charged_once() -> None:
+    p = pod(
+        claims=({"name": "gpu", "resourceClaimTemplateName": "gpu-tmpl"},),
+        init=(container("init", claims=("gpu",)),),
+        containers=(container("main", claims=("gpu",)),),
+    )
+    assert _devices(p, _state()) == {"gpu.example.com": 2}
+
+
+def test_shared_claim_is_identified_for_once_per_queue_charging() -> None:
+    p = pod(
+        claims=(
+            {"name": "gpu", "resourceClaimName": "shared-gpus"},
+            {"name": "nic", "resourceClaimTemplateName": "nic-tmpl"},
+        )
+    )
+    demand = pod_demand(as_workload(p), _state())
+    assert demand.devices == {"nic.example.com": 1}
+    assert demand.shared_claims == {"team-a/shared-gpus": {"gpu.example.com": 2}}
+    assert demand.all_devices() == {"gpu.example.com": 2, "nic.example.com": 1}
+
+
+def test_missing_template_names_it_exactly() -> None:
+    p = pod(claims=({"name": "gpu", "resourceClaimTemplateName": "gpu-tmpl"},))
+    with pytest.raises(NotFound) as info:
+        expand_pod_claims(p, ClusterState())
+    assert (info.value.kind, info.value.namespace, info.value.name) == (
+        "ResourceClaimTemplate",
+        "team-a",
+        "gpu-tmpl",
+    )
+    assert "ResourceClaimTemplate team-a/gpu-tmpl not found" in str(info.value)
+    assert "spec.resourceClaims[0]" in str(info.value)
+
+
+def test_missing_shared_claim_names_it_exactly() -> None:
+    p = pod(claims=({"name": "gpu", "resourceClaimName": "gone"},))
+    with pytest.raises(NotFound, match="ResourceClaim team-a/gone not found"):
+        expand_pod_claims(p, ClusterState())
+
+
+def test_template_is_looked_up_in_the_pods_namespace() -> None:
+    p = pod(namespace="team-b", claims=({"name": "gpu", "resourceClaimTemplateName": "gpu-tmpl"},))
+    with pytest.raises(NotFound, match="ResourceClaimTemplate team-b/gpu-tmpl not found"):
+        expand_pod_claims(p, _state())
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"name": "gpu"},
+        {"name": "gpu", "resourceClaimName": "a", "resourceClaimTemplateName": "b"},
+    ],
+)
+def test_entry_must_name_exactly_one_source(entry: dict) -> None:
+    with pytest.raises(InvalidObject) as info:
+        expand_pod_claims(pod(claims=(entry,)), _state())
+    assert info.value.path == "spec.resourceClaims[0]"
+
+
+def test_duplicate_entry_names_are_an_error() -> None:
+    p = pod(
+        claims=(
+            {"name": "gpu", "resourceClaimTemplateName": "gpu-tmpl"},
+            {"name": "gpu", "resourceClaimTemplateName": "nic-tmpl"},
+        )
+    )
+    with pytest.raises(InvalidObject) as info:
+        expand_pod_claims(p, _state())
+    assert info.value.path == "spec.resourceClaims[1].name"
+
+
+def test_job_template_errors_name_the_path_inside_the_job() -> None:
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j", "namespace": "team-a"},
+        "spec": {
+            "template": {"spec": {"containers": [container()], "resourceClaims": [{"name": "gpu"}]}}
+        },
+    }
+    with pytest.raises(InvalidObject) as info:
+        pod_demand(as_workload(job), _state())
+    assert info.value.obj == "Job team-a/j"
+    assert info.value.path == "spec.template.spec.resourceClaims[0]"
+
+
+def test_job_template_missing_template_names_the_path_inside_the_job() -> None:
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j", "namespace": "team-a"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [container()],
+                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "nope"}],
+                }
+            }
+        },
+    }
+    with pytest.raises(NotFound) as info:
+        pod_demand(as_workload(job), _state())
+    assert "spec.template.spec.resourceClaims[0]" in str(info.value)
+    assert "ResourceClaimTemplate team-a/nope not found" in str(info.value)

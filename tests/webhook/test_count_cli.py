@@ -1,0 +1,171 @@
+"""`draquota count` prints devices per DeviceClass (SPEC §7)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from webhook.cli import main
+
+GPU_TEMPLATE = {
+    "apiVersion": "resource.k8s.io/v1beta2",
+    "kind": "ResourceClaimTemplate",
+    "metadata": {"name": "gpu-tmpl", "namespace": "team-a"},
+    "spec": {
+        "spec": {
+            "devices": {
+                "requests": [
+                    {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com", "count": 2}}
+                ]
+            }
+        }
+    },
+}
+SHARED = {
+    "apiVersion": "resource.k8s.io/v1beta1",
+    "kind": "ResourceClaim",
+    "metadata": {"name": "shared", "namespace": "team-a"},
+    "spec": {"devices": {"requests": [{"name": "nic", "deviceClassName": "nic.example.com"}]}},
+}
+POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "train-0", "namespace": "team-a"},
+    "spec": {
+        "resourceClaims": [
+            {"name": "gpu", "resourceClaimTemplateName": "gpu-tmpl"},
+            {"name": "nic", "resourceClaimName": "shared"},
+        ],
+        "containers": [{"name": "main", "image": "x"}],
+    },
+}
+JOB = {
+    "apiVersion": "batch/v1",
+    "kind": "Job",
+    "metadata": {"name": "train", "namespace": "team-a"},
+    "spec": {"parallelism": 4, "template": {"spec": POD["spec"]}},
+}
+
+
+def _write(path: Path, *docs: dict) -> Path:
+    path.write_text(yaml.safe_dump_all(docs))
+    return path
+
+
+def _run(*argv: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_count_json_for_claims_templates_pods_and_workloads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    _write(state / "claims.yaml", GPU_TEMPLATE, SHARED)
+    inputs = _write(tmp_path / "in.yaml", POD, JOB, SHARED)
+    code, out, _ = _run("count", str(inputs), "--state", str(state), "--json", capsys=capsys)
+    assert code == 0
+    assert json.loads(out) == {
+        "items": [
+            {
+                "kind": "Pod",
+                "namespace": "team-a",
+                "name": "train-0",
+                "devices": {"gpu.example.com": 2, "nic.example.com": 1},
+            },
+            {
+                "kind": "Job",
+                "namespace": "team-a",
+                "name": "train",
+                "devices": {"gpu.example.com": 2, "nic.example.com": 1},
+            },
+            {
+                "kind": "ResourceClaim",
+                "namespace": "team-a",
+                "name": "shared",
+                "devices": {"nic.example.com": 1},
+            },
+        ]
+    }
+
+
+def test_count_table_is_readable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inputs = _write(tmp_path / "in.yaml", GPU_TEMPLATE, SHARED, POD)
+    code, out, _ = _run("count", str(inputs), capsys=capsys)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["KIND", "NAMESPACE", "NAME", "DEVICES"]
+    assert lines[3].split() == [
+        "Pod",
+        "team-a",
+        "train-0",
+        "gpu.example.com=2,",
+        "nic.example.com=1",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("docs", "message"),
+    [
+        pytest.param(
+            [POD], "ResourceClaimTemplate team-a/gpu-tmpl not found", id="missing-template"
+        ),
+        pytest.param(
+            [
+                {
+                    **SHARED,
+                    "spec": {
+                        "devices": {
+                            "requests": [
+                                {"name": "nic", "deviceClassName": "nic", "allocationMode": "Foo"}
+                            ]
+                        }
+                    },
+                }
+            ],
+            "ResourceClaim team-a/shared: spec.devices.requests[0].allocationMode: "
+            'unsupported value "Foo"',
+            id="unknown-mode",
+        ),
+        pytest.param(["just a string"], "not a Kubernetes object", id="not-an-object"),
+        pytest.param(
+            [{"apiVersion": "v1", "kind": "Pod"}], "not a Kubernetes object", id="no-metadata"
+        ),
+    ],
+)
+def test_bad_input_exits_2_with_the_object_and_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], docs: list, message: str
+) -> None:
+    inputs = _write(tmp_path / "in.yaml", *docs)
+    code, out, err = _run("count", str(inputs), "--json", capsys=capsys)
+    assert code == 2
+    assert out == ""
+    assert message in err
+
+
+def test_invalid_yaml_and_missing_file_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: [unclosed")
+    assert _run("count", str(bad), capsys=capsys)[0] == 2
+    assert _run("count", str(tmp_path / "nope.yaml"), capsys=capsys)[0] == 2
+
+
+def test_console_script_runs(tmp_path: Path) -> None:
+    inputs = _write(tmp_path / "in.yaml", GPU_TEMPLATE)
+    done = subprocess.run(
+        [sys.executable, "-m", "webhook.cli", "count", str(inputs), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["items"][0]["devices"] == {"gpu.example.com": 2}
