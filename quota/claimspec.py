@@ -150,6 +150,16 @@ class FieldReader:
             self.string(v, f"{path}[{i}]", True) for i, v in enumerate(self.items(value, path))
         )
 
+    def cel_selectors(self, value: Any, path: str) -> tuple[str | None, ...]:
+        """CEL expressions of `selectors`; None marks a selector of no known type."""
+        out = []
+        for i, selector in enumerate(self.items(value, path)):
+            cel = self.mapping(
+                self.mapping(selector, f"{path}[{i}]").get("cel"), f"{path}[{i}].cel"
+            )
+            out.append(self.string(cel.get("expression"), f"{path}[{i}].cel.expression") or None)
+        return tuple(out)
+
     def boolean(self, value: Any, path: str) -> bool:
         if value is None:
             return False
@@ -172,11 +182,7 @@ def _exact(r: FieldReader, raw: Mapping[str, Any], path: str, admin_allowed: boo
         raise r.fail(f"{prefix}count", f"must be a whole number, got {count!r}")
     elif count < 0:
         raise r.fail(f"{prefix}count", f"must not be negative, got {count}")
-    selectors = []
-    for i, selector in enumerate(r.items(raw.get("selectors"), f"{prefix}selectors")):
-        cel = r.mapping(r.mapping(selector, f"{prefix}selectors[{i}]").get("cel"), "")
-        expression = cel.get("expression")
-        selectors.append(r.string(expression, f"{prefix}selectors[{i}].cel.expression") or None)
+    selectors = r.cel_selectors(raw.get("selectors"), f"{prefix}selectors")
     admin = r.boolean(raw.get("adminAccess"), f"{prefix}adminAccess") if admin_allowed else False
     tolerations = tuple(
         r.mapping(t, f"{prefix}tolerations[{i}]")
@@ -185,7 +191,7 @@ def _exact(r: FieldReader, raw: Mapping[str, Any], path: str, admin_allowed: boo
     capacity = raw.get("capacity")
     return ExactRequest(
         device_class_name=r.string(raw.get("deviceClassName"), f"{prefix}deviceClassName", True),
-        selectors=tuple(selectors),
+        selectors=selectors,
         allocation_mode=mode,
         count=count,
         admin_access=admin,

@@ -39,21 +39,14 @@ def parse_device_class(obj: Mapping[str, Any]) -> DeviceClass:
     r = FieldReader(ref)
     name = r.string(metadata.get("name"), "metadata.name", True)
     spec = r.mapping(obj.get("spec"), "spec")
-    selectors = []
-    for i, selector in enumerate(r.items(spec.get("selectors"), "spec.selectors")):
-        cel = r.mapping(
-            r.mapping(selector, f"spec.selectors[{i}]").get("cel"), f"spec.selectors[{i}].cel"
-        )
-        selectors.append(
-            r.string(cel.get("expression"), f"spec.selectors[{i}].cel.expression") or None
-        )
+    selectors = r.cel_selectors(spec.get("selectors"), "spec.selectors")
     config = []
     for i, entry in enumerate(r.items(spec.get("config"), "spec.config")):
         entry = r.mapping(entry, f"spec.config[{i}]")
         config.append(ClaimConfig((), r.mapping(entry.get("opaque"), f"spec.config[{i}].opaque")))
     extended = r.string(spec.get("extendedResourceName"), "spec.extendedResourceName") or None
     created = metadata.get("creationTimestamp") or ""
-    return DeviceClass(name, tuple(selectors), tuple(config), extended, str(created))
+    return DeviceClass(name, selectors, tuple(config), extended, str(created))
 
 
 def extended_resource_classes(classes: Iterable[DeviceClass]) -> dict[str, str]:
