@@ -1,17 +1,110 @@
-"""`draquota serve`: not built yet (see the open issues)."""
+"""`draquota serve [--state DIR | --kubeconfig FILE | --in-cluster] [--config FILE]
+[--cert-dir DIR] [--host H] [--port P]`: the admission webhook over HTTPS (TLS only)."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+from pathlib import Path
+from typing import Any
 
-__all__ = ["configure", "run"]
+import yaml
+
+from quota.errors import InvalidObject
+from quota.settings import Settings
+from webhook.backend import Backend, Ledger, MemoryLedger, StateDirBackend
+
+__all__ = ["configure", "load_settings", "run"]
+
+EXIT_BAD_INPUT = 2
+log = logging.getLogger("draquota.serve")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rest", nargs=argparse.REMAINDER)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--state", type=Path, metavar="DIR", help="embedded cluster: manifests")
+    source.add_argument("--kubeconfig", type=Path, metavar="FILE", help="live cluster")
+    source.add_argument("--in-cluster", action="store_true", help="live cluster, in-pod config")
+    parser.add_argument("--config", type=Path, metavar="FILE", help="webhook config (YAML)")
+    parser.add_argument(
+        "--cert-dir",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="tls.crt and tls.key (optionally ca.crt); draquota serves HTTPS only",
+    )
+    parser.add_argument("--host", default="0.0.0.0", metavar="H")
+    parser.add_argument("--port", type=int, default=8443, metavar="P")
+    parser.add_argument(
+        "--watch-interval",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="how often --state DIR and the certificate files are checked for changes",
+    )
+    parser.add_argument("--log-level", default="INFO", metavar="LEVEL")
+
+
+def load_settings(path: Path | None) -> Settings:
+    """Settings from the YAML config file (defaults without one)."""
+    if path is None:
+        return Settings()
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise InvalidObject(str(path), "", f"invalid YAML: {exc}") from exc
+    return Settings.from_mapping(data)
+
+
+def _placer(backend: Backend) -> Any:
+    try:
+        from quota.placement import make_placer
+    except ImportError:
+        log.warning("placement is not available: claims are not checked for placement")
+        return None
+    return make_placer(backend.state)
+
+
+def _live(args: argparse.Namespace, settings: Settings) -> tuple[Backend, Ledger] | str:
+    try:
+        from certs.kube import api_client
+        from webhook.kube.backend import KubeBackend
+        from webhook.kube.client import KubeClient
+        from webhook.kube.ledger import ClusterLedger
+    except ImportError as exc:
+        return f"the live-cluster backend is not available in this build: {exc}"
+    client = KubeClient(api_client(args.kubeconfig, args.in_cluster))
+    backend = KubeBackend(client)
+    return backend, ClusterLedger(client, backend, settings)
 
 
 def run(args: argparse.Namespace) -> int:
-    print("draquota serve: not implemented yet", file=sys.stderr)
-    return 2
+    from webhook.app import create_app
+    from webhook.logs import configure_logging
+    from webhook.serve import server_context, webhook_server
+
+    configure_logging(args.log_level)
+    settings = load_settings(args.config)
+    if not (args.cert_dir / "tls.crt").is_file() or not (args.cert_dir / "tls.key").is_file():
+        print(f"draquota serve: {args.cert_dir}: tls.crt and tls.key are required", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    context, reloader = server_context(args.cert_dir, args.watch_interval)
+    if args.state is not None:
+        backend: Backend = StateDirBackend(args.state, watch_interval=args.watch_interval)
+        ledger: Ledger = MemoryLedger(backend.state, settings)
+    else:
+        live = _live(args, settings)
+        if isinstance(live, str):
+            print(f"draquota serve: {live}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        backend, ledger = live
+    app = create_app(
+        backend, ledger, settings, _placer(backend), certs_ready=lambda: reloader.loaded
+    )
+    server = webhook_server(app, args.host, args.port, context, reloader)
+    log.info(
+        "serving", extra={"host": args.host, "port": args.port, "cert_dir": str(args.cert_dir)}
+    )
+    server.run()
+    return 0

@@ -1,0 +1,344 @@
+"""The composition root: `create_app(backend, ledger, settings, placer)` builds the ASGI app.
+
+Nothing is built at import time. Every path that cannot decide fails closed:
+a body that is not an AdmissionReview gets HTTP 400, an unready cluster view or
+an unexpected error inside the decision gets a denial, never `allowed: true`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge
+from quota.decision import Decision, Placer, decide
+from quota.errors import DraquotaError
+from quota.settings import Settings
+from quota.usage import Usage
+from quota.workloads import WORKLOAD_KINDS, as_workload
+from webhook.admission import AdmissionRequest, BadReview, Outcome, parse_review, review_response
+from webhook.backend import Backend, Ledger, valid_reservation_id
+from webhook.metrics import Metrics
+from webhook.mutation import pod_patch, same_charge
+
+__all__ = ["MAX_BODY_BYTES", "Admission", "create_app"]
+
+MAX_BODY_BYTES = 3 * 1024 * 1024
+
+log = logging.getLogger("draquota.admission")
+
+
+def _labels_and_annotations(obj: Mapping[str, Any] | None) -> tuple[Any, Any]:
+    metadata = (obj or {}).get("metadata")
+    if not isinstance(metadata, Mapping):
+        return None, None
+    labels = metadata.get("labels")
+    annotations = metadata.get("annotations")
+    return (
+        labels.get(QUEUE_LABEL) if isinstance(labels, Mapping) else None,
+        annotations.get(CHARGE_ANNOTATION) if isinstance(annotations, Mapping) else None,
+    )
+
+
+def _with_namespace(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """The object as decided: the request namespace fills a missing metadata.namespace."""
+    metadata = obj.get("metadata")
+    if namespace and isinstance(metadata, Mapping) and not metadata.get("namespace"):
+        return {**obj, "metadata": {**metadata, "namespace": namespace}}
+    return obj
+
+
+def _deny(code: int, reason: str, message: str, warnings: tuple[str, ...] = ()) -> Outcome:
+    return Outcome(False, code=code, reason=reason, message=message, warnings=warnings)
+
+
+class Admission:
+    """Turns one AdmissionRequest into an Outcome; synchronous, called per request."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        ledger: Ledger,
+        settings: Settings,
+        placer: Placer | None = None,
+    ) -> None:
+        self.backend = backend
+        self.ledger = ledger
+        self.settings = settings
+        self.placer = placer
+
+    def review(self, req: AdmissionRequest, mutating: bool) -> tuple[Outcome, Decision | None]:
+        """The answer to a request, and the decision behind it (None when none was needed)."""
+        if req.operation in ("DELETE", "CONNECT") or req.sub_resource:
+            return Outcome(True), None
+        if req.kind not in WORKLOAD_KINDS:
+            return Outcome(True), None
+        ready, why = self.backend.ready()
+        if not ready:
+            return _deny(403, "NotReady", f"draquota cannot decide now: {why}"), None
+        assert req.object is not None
+        obj = _with_namespace(req.object, req.namespace)
+        if req.kind == "Pod" and req.operation == "UPDATE":
+            return self._pod_update(req, obj), None
+        reservation = self._reservation_id(req, obj, mutating)
+        decision = self._decide(obj, req, reservation, dry_run=req.dry_run or mutating)
+        if not decision.allowed:
+            code = decision.code if decision.code >= 400 else 403
+            return _deny(code, decision.reason, decision.message, decision.warnings), decision
+        if mutating:
+            patch = tuple(pod_patch(req.object, decision)) if req.kind == "Pod" else ()
+            return Outcome(True, warnings=decision.warnings, patch=patch), decision
+        mismatch = self._stamped_charge_mismatch(req, obj, decision)
+        if mismatch:
+            self.ledger.release(reservation)
+            return _deny(403, "ChargeMismatch", mismatch, decision.warnings), decision
+        return Outcome(True, warnings=decision.warnings), decision
+
+    def _decide(
+        self, obj: Mapping[str, Any], req: AdmissionRequest, reservation: str, dry_run: bool
+    ) -> Decision:
+        def evaluate(usage: Usage) -> Decision:
+            return decide(
+                obj,
+                self.backend.state,
+                usage,
+                self.settings,
+                self.placer,
+                operation=req.operation,
+                reservation=reservation,
+            )
+
+        decision = self.ledger.admit(reservation, evaluate, dry_run)
+        if not decision.allowed and self._fetch_missing(obj):
+            decision = self.ledger.admit(reservation, evaluate, dry_run)
+        return decision
+
+    def _fetch_missing(self, obj: Mapping[str, Any]) -> bool:
+        """One GET per claim or template the cache does not hold; True if any was found."""
+        try:
+            workload = as_workload(obj)
+        except DraquotaError:
+            return False
+        spec = workload.pod.get("spec")
+        entries = spec.get("resourceClaims") if isinstance(spec, Mapping) else None
+        found = False
+        for entry in entries if isinstance(entries, list) else []:
+            if not isinstance(entry, Mapping):
+                continue
+            for field, kind in (
+                ("resourceClaimName", "ResourceClaim"),
+                ("resourceClaimTemplateName", "ResourceClaimTemplate"),
+            ):
+                name = entry.get(field)
+                if not isinstance(name, str) or not name:
+                    continue
+                if self.backend.state.get(kind, workload.namespace, name) is not None:
+                    continue
+                fetched = self.backend.fetch(kind, workload.namespace, name)
+                if fetched is not None:
+                    self.backend.state.upsert(fetched)
+                    found = True
+        return found
+
+    def _reservation_id(self, req: AdmissionRequest, obj: Mapping[str, Any], mutating: bool) -> str:
+        """The mutating call's uid, carried in the stamped annotation, else this request's uid."""
+        if not mutating and req.kind == "Pod":
+            _, annotation = _labels_and_annotations(obj)
+            if isinstance(annotation, str):
+                try:
+                    stamped = Charge.from_annotation(annotation, req.ref).reservation
+                except DraquotaError:
+                    stamped = ""
+                if valid_reservation_id(stamped):
+                    return stamped
+        if valid_reservation_id(req.uid):
+            return req.uid
+        return "uid-" + hashlib.sha256(req.uid.encode()).hexdigest()[:32]
+
+    def _stamped_charge_mismatch(
+        self, req: AdmissionRequest, obj: Mapping[str, Any], decision: Decision
+    ) -> str:
+        if req.kind != "Pod" or decision.charge is None:
+            return ""
+        _, annotation = _labels_and_annotations(obj)
+        if annotation is None or same_charge(annotation, decision.charge):
+            return ""
+        return (
+            f"{req.ref}: metadata.annotations[{CHARGE_ANNOTATION}]: does not match the charge "
+            "draquota computes now (the quota changed during admission, or the annotation was "
+            "edited): submit the pod again"
+        )
+
+    def _pod_update(self, req: AdmissionRequest, obj: Mapping[str, Any]) -> Outcome:
+        """A pod keeps its charge: its queue label and charge record cannot change."""
+        new_label, new_charge = _labels_and_annotations(obj)
+        old_label, old_charge = _labels_and_annotations(req.old_object)
+        if new_label != old_label:
+            return _deny(
+                403,
+                "QueueLabelImmutable",
+                f"{req.ref}: metadata.labels[{QUEUE_LABEL}]: cannot be changed on an existing pod",
+            )
+        if new_charge != old_charge:
+            return _deny(
+                403,
+                "ChargeAnnotationImmutable",
+                f"{req.ref}: metadata.annotations[{CHARGE_ANNOTATION}]: is set by draquota at "
+                "creation and cannot be changed",
+            )
+        return Outcome(True)
+
+
+def _json(status: int, document: Any) -> Response:
+    return Response(orjson.dumps(document), status_code=status, media_type="application/json")
+
+
+async def _read_body(request: Request, limit: int) -> bytes | Response:
+    declared = request.headers.get("content-length")
+    too_large = _json(413, {"error": f"request body larger than {limit} bytes", "code": 413})
+    if declared is not None:
+        try:
+            if int(declared) > limit:
+                return too_large
+        except ValueError:
+            return _json(400, {"error": "invalid Content-Length header", "code": 400})
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return too_large
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def create_app(
+    backend: Backend,
+    ledger: Ledger,
+    settings: Settings,
+    placer: Placer | None = None,
+    *,
+    metrics: Metrics | None = None,
+    certs_ready: Callable[[], bool] = lambda: True,
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> FastAPI:
+    """The webhook app over this cluster view and ledger (SPEC §6)."""
+    metrics = metrics or Metrics()
+    metrics.watch(backend, ledger)
+    admission = Admission(backend, ledger, settings, placer)
+    offload = getattr(backend, "blocking_io", True) or getattr(ledger, "blocking_io", True)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        backend.start()
+        try:
+            yield
+        finally:
+            backend.stop()
+
+    app = FastAPI(
+        title="draquota", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None
+    )
+    app.state.admission = admission
+    app.state.metrics = metrics
+
+    async def handle(request: Request, endpoint: str) -> Response:
+        started = time.perf_counter()
+        body = await _read_body(request, max_body_bytes)
+        if isinstance(body, Response):
+            metrics.bad_requests.labels(endpoint, str(body.status_code)).inc()
+            return body
+        try:
+            req = parse_review(body)
+        except BadReview as exc:
+            metrics.bad_requests.labels(endpoint, "400").inc()
+            return _json(
+                400,
+                {"error": f"not an admission.k8s.io/v1 AdmissionReview: {exc}", "code": 400},
+            )
+        mutating = endpoint == "mutate"
+        decision: Decision | None = None
+        try:
+            if offload:
+                outcome, decision = await run_in_threadpool(admission.review, req, mutating)
+            else:
+                outcome, decision = admission.review(req, mutating)
+        except Exception as exc:
+            log.exception("admission failed", extra={"uid": req.uid, "endpoint": endpoint})
+            outcome = _deny(403, "InternalError", f"{req.ref}: draquota failed to decide: {exc}")
+        document = review_response(req.uid, outcome, mutating)
+        elapsed = time.perf_counter() - started
+        _record(metrics, endpoint, req, outcome, decision, elapsed)
+        return Response(orjson.dumps(document), media_type="application/json")
+
+    @app.post("/mutate")
+    async def mutate(request: Request) -> Response:
+        return await handle(request, "mutate")
+
+    @app.post("/validate")
+    async def validate(request: Request) -> Response:
+        return await handle(request, "validate")
+
+    @app.get("/healthz")
+    async def healthz() -> Response:
+        return _json(200, {"status": "ok"})
+
+    @app.get("/readyz")
+    async def readyz() -> Response:
+        ready, why = backend.ready()
+        if ready and not certs_ready():
+            ready, why = False, "serving certificate not loaded"
+        return _json(200 if ready else 503, {"ready": ready, "reason": why})
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        return Response(metrics.render(), media_type=metrics.content_type)
+
+    return app
+
+
+def _record(
+    metrics: Metrics,
+    endpoint: str,
+    req: AdmissionRequest,
+    outcome: Outcome,
+    decision: Decision | None,
+    elapsed: float,
+) -> None:
+    queue = ""
+    if decision is not None and decision.charge is not None:
+        queue = decision.charge.local_queue
+    elif decision is not None and decision.queue_name:
+        queue = f"{req.namespace or 'default'}/{decision.queue_name}"
+    reason = outcome.reason or (decision.reason if decision else "") or "Allowed"
+    metrics.latency.labels(endpoint).observe(elapsed)
+    metrics.decisions.labels(endpoint, queue, req.resource, reason, str(outcome.allowed)).inc()
+    level = logging.DEBUG if outcome.allowed else logging.INFO
+    if log.isEnabledFor(level):
+        log.log(
+            level,
+            "admission",
+            extra={
+                "uid": req.uid,
+                "endpoint": endpoint,
+                "operation": req.operation,
+                "kind": req.kind,
+                "namespace": req.namespace,
+                "name": req.name,
+                "dry_run": req.dry_run,
+                "allowed": outcome.allowed,
+                "code": outcome.code,
+                "reason": reason,
+                "message": outcome.message,
+                "patch_ops": len(outcome.patch),
+                "duration_ms": round(elapsed * 1000, 3),
+            },
+        )

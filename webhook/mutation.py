@@ -1,0 +1,87 @@
+"""The mutating webhook's JSON patch (RFC 6902) for an admitted pod.
+
+It defaults the queue label when the pod resolved through the namespace's
+`default` LocalQueue, stamps the recomputed charge annotation, and adds the chosen
+flavor's node labels as a nodeSelector. Applying the patch and deciding again
+yields an empty patch: every operation is skipped when its effect is present.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge
+from quota.decision import Decision
+from quota.errors import InvalidObject
+from webhook.types import PatchOp
+
+__all__ = ["escape_pointer", "pod_patch", "same_charge"]
+
+
+def escape_pointer(key: str) -> str:
+    """One JSON-pointer reference token (RFC 6901): `~` -> `~0`, `/` -> `~1`."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def same_charge(existing: str | None, charge: Charge) -> bool:
+    """True when an annotation already records this charge (whatever reservation stamped it)."""
+    if not existing:
+        return False
+    try:
+        recorded = Charge.from_annotation(existing, "annotation")
+    except InvalidObject:
+        return False
+    return dataclasses.replace(charge, reservation=recorded.reservation) == recorded
+
+
+def _set_entries(
+    parent: Any, parent_path: str, entries: Mapping[str, str], overwrite: bool
+) -> list[PatchOp]:
+    if not entries:
+        return []
+    if not isinstance(parent, Mapping):
+        op = "replace" if parent is not None else "add"
+        return [{"op": op, "path": parent_path, "value": dict(entries)}]
+    ops: list[PatchOp] = []
+    for key, value in entries.items():
+        if key in parent and (parent[key] == value or not overwrite):
+            continue
+        op = "replace" if key in parent else "add"
+        ops.append({"op": op, "path": f"{parent_path}/{escape_pointer(key)}", "value": value})
+    return ops
+
+
+def pod_patch(pod: Mapping[str, Any], decision: Decision) -> list[PatchOp]:
+    """The operations that bring `pod` in line with an allowing decision (empty when it is)."""
+    if not decision.allowed or decision.charge is None:
+        return []
+    metadata = pod.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    spec = pod.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    ops: list[PatchOp] = []
+    if decision.queue_name:
+        ops += _set_entries(
+            metadata.get("labels"),
+            "/metadata/labels",
+            {QUEUE_LABEL: decision.queue_name},
+            overwrite=False,
+        )
+    annotations = metadata.get("annotations")
+    existing = annotations.get(CHARGE_ANNOTATION) if isinstance(annotations, Mapping) else None
+    if not same_charge(existing if isinstance(existing, str) else None, decision.charge):
+        ops += _set_entries(
+            annotations,
+            "/metadata/annotations",
+            {CHARGE_ANNOTATION: decision.charge.to_annotation()},
+            overwrite=True,
+        )
+    ops += _set_entries(
+        spec.get("nodeSelector"),
+        "/spec/nodeSelector",
+        dict(decision.node_selector),
+        overwrite=False,
+    )
+    return ops
