@@ -1,0 +1,147 @@
+"""The charge of an admitted pod, recorded on the pod as the `draquota.io/charge` annotation.
+
+The record tells which ClusterQueue and flavors the pod was admitted to, so
+usage can be rebuilt from the cluster alone. The amounts in it are informative:
+usage is always recomputed from the pod and the cluster view (`quota.usage`),
+because a user can write any annotation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from quota.errors import InvalidObject
+
+__all__ = ["CHARGE_ANNOTATION", "QUEUE_LABEL", "Charge", "FlavorResource"]
+
+CHARGE_ANNOTATION = "draquota.io/charge"
+QUEUE_LABEL = "draquota.io/queue-name"
+
+
+class FlavorResource(NamedTuple):
+    """Key of quota and usage, as in Kueue: a resource in one flavor."""
+
+    flavor: str
+    resource: str
+
+
+def _amounts(value: Any, ref: str, path: str) -> dict[str, int]:
+    if not isinstance(value, Mapping):
+        raise InvalidObject(ref, path, "must be an object")
+    out: dict[str, int] = {}
+    for key, number in value.items():
+        if not isinstance(key, str) or not key:
+            raise InvalidObject(ref, path, f"invalid key {key!r}")
+        if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+            raise InvalidObject(
+                ref, f"{path}.{key}", f"must be a non-negative integer, got {number!r}"
+            )
+        out[key] = number
+    return dict(sorted(out.items()))
+
+
+def _strings(value: Any, ref: str, path: str) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        raise InvalidObject(ref, path, "must be an object")
+    for key, text in value.items():
+        if not isinstance(key, str) or not isinstance(text, str) or not key or not text:
+            raise InvalidObject(ref, f"{path}.{key}", "must map names to non-empty strings")
+    return dict(sorted(value.items()))
+
+
+@dataclass(frozen=True)
+class Charge:
+    """What one pod holds in its ClusterQueue.
+
+    `usage` is the per-pod part (resource -> amount, cpu in millicores);
+    `shared_claims` ("ns/claim" -> resource -> amount) is charged once per queue
+    however many of its pods use the claim; `flavors` maps each charged resource
+    to the flavor it was assigned.
+    """
+
+    cluster_queue: str
+    local_queue: str
+    flavors: Mapping[str, str] = field(default_factory=dict)
+    usage: Mapping[str, int] = field(default_factory=dict)
+    device_classes: Mapping[str, int] = field(default_factory=dict)
+    shared_claims: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    reservation: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape of the annotation (camelCase keys)."""
+        out: dict[str, Any] = {
+            "clusterQueue": self.cluster_queue,
+            "localQueue": self.local_queue,
+            "flavors": dict(sorted(self.flavors.items())),
+            "usage": dict(sorted(self.usage.items())),
+            "deviceClasses": dict(sorted(self.device_classes.items())),
+            "sharedClaims": {
+                claim: dict(sorted(amounts.items()))
+                for claim, amounts in sorted(self.shared_claims.items())
+            },
+        }
+        if self.reservation:
+            out["reservation"] = self.reservation
+        return out
+
+    def to_annotation(self) -> str:
+        """Compact JSON with sorted keys, so equal charges give equal annotations."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_annotation(cls, text: str, ref: str) -> Charge:
+        """Parse an annotation value; InvalidObject naming `ref` and the field if malformed."""
+        path = f"metadata.annotations[{CHARGE_ANNOTATION}]"
+        try:
+            data = json.loads(text) if isinstance(text, str) else None
+        except ValueError as exc:
+            raise InvalidObject(ref, path, f"invalid JSON: {exc}") from exc
+        if not isinstance(data, Mapping):
+            raise InvalidObject(ref, path, "must be a JSON object")
+        cluster_queue = data.get("clusterQueue")
+        local_queue = data.get("localQueue")
+        if not isinstance(cluster_queue, str) or not cluster_queue:
+            raise InvalidObject(ref, f"{path}.clusterQueue", "required")
+        if not isinstance(local_queue, str) or local_queue.count("/") != 1:
+            raise InvalidObject(ref, f"{path}.localQueue", 'must be "namespace/name"')
+        shared_raw = data.get("sharedClaims") or {}
+        if not isinstance(shared_raw, Mapping):
+            raise InvalidObject(ref, f"{path}.sharedClaims", "must be an object")
+        reservation = data.get("reservation") or ""
+        if not isinstance(reservation, str):
+            raise InvalidObject(ref, f"{path}.reservation", "must be a string")
+        return cls(
+            cluster_queue=cluster_queue,
+            local_queue=local_queue,
+            flavors=_strings(data.get("flavors") or {}, ref, f"{path}.flavors"),
+            usage=_amounts(data.get("usage") or {}, ref, f"{path}.usage"),
+            device_classes=_amounts(data.get("deviceClasses") or {}, ref, f"{path}.deviceClasses"),
+            shared_claims={
+                str(claim): _amounts(amounts, ref, f"{path}.sharedClaims.{claim}")
+                for claim, amounts in sorted(shared_raw.items())
+            },
+            reservation=reservation,
+        )
+
+    def flavor_usage(self) -> dict[FlavorResource, int]:
+        """The per-pod usage keyed by (flavor, resource); shared claims are not included."""
+        out: dict[FlavorResource, int] = {}
+        for resource, value in sorted(self.usage.items()):
+            flavor = self.flavors.get(resource)
+            if flavor is not None and value:
+                out[FlavorResource(flavor, resource)] = value
+        return out
+
+    def shared_flavor_usage(self) -> dict[str, dict[FlavorResource, int]]:
+        """Per shared claim, its amounts keyed by (flavor, resource)."""
+        return {
+            claim: {
+                FlavorResource(self.flavors[resource], resource): value
+                for resource, value in sorted(amounts.items())
+                if value and resource in self.flavors
+            }
+            for claim, amounts in sorted(self.shared_claims.items())
+        }

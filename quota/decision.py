@@ -1,0 +1,445 @@
+"""The admission decision for a Pod or a pod-template workload (SPEC §4).
+
+Pod -> LocalQueue (label `draquota.io/queue-name`, else `default` in the
+namespace; none: not managed) -> ClusterQueue (must exist, be valid and select
+the namespace) -> quota resources (DeviceClasses through the queue's and the
+global mappings; ordinary resources no group covers are ignored) -> flavors and
+cohort arithmetic against live usage. Workloads (Job, Deployment, ...) are
+checked against the most the queue could ever hold, for one pod and for the
+pods a Job runs at once.
+
+`decide` never raises for bad input: a malformed object is a 400 decision, a
+missing object a 403 decision naming it. It is pure and deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from quota.assignment import Assignment, assign_flavors
+from quota.charge import QUEUE_LABEL, Charge
+from quota.claims import PodClaim
+from quota.cluster import ClusterState, Obj
+from quota.demand import PodDemand, pod_demand
+from quota.errors import DraquotaError, InvalidObject, NotFound
+from quota.quantity import sat_add
+from quota.queues import ClusterQueue, LocalQueue, QueueTable, namespace_selected, queue_table
+from quota.settings import Settings
+from quota.usage import Usage, is_live_pod
+from quota.workloads import Workload, as_workload
+
+__all__ = [
+    "DEFAULT_LOCAL_QUEUE",
+    "Decision",
+    "PlacementLike",
+    "Placer",
+    "decide",
+    "recompute_charge",
+]
+
+DEFAULT_LOCAL_QUEUE = "default"
+PODS_RESOURCE = "pods"
+
+
+class PlacementLike(Protocol):
+    """What a placer answers (quota.placement.Placement fits)."""
+
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def node(self) -> str | None: ...
+
+
+# claims of one pod, node labels to restrict to (None: any node) -> placement
+Placer = Callable[[Sequence[PodClaim], Mapping[str, str] | None], PlacementLike]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Allowed or denied, with an HTTP-style code, a CamelCase reason and a message."""
+
+    allowed: bool
+    code: int
+    reason: str
+    message: str = ""
+    warnings: tuple[str, ...] = ()
+    charge: Charge | None = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    queue_name: str | None = None
+
+
+def _deny(reason: str, message: str, code: int = 403, queue: str | None = None) -> Decision:
+    return Decision(False, code, reason, message, queue_name=queue)
+
+
+@dataclass(frozen=True)
+class _Route:
+    local: LocalQueue
+    queue: ClusterQueue
+
+
+def _subject(workload: Workload) -> str:
+    return f"{workload.kind.lower()} {workload.namespace}/{workload.name}"
+
+
+def _queue_label(workload: Workload) -> str:
+    labels = (workload.pod.get("metadata") or {}).get("labels") or {}
+    value = labels.get(QUEUE_LABEL) if isinstance(labels, Mapping) else None
+    return value if isinstance(value, str) else ""
+
+
+def _route(workload: Workload, state: ClusterState, table: QueueTable) -> _Route | Decision | None:
+    """The queues of a workload, a denial, or None when it is not managed."""
+    subject, namespace = _subject(workload), workload.namespace
+    label = _queue_label(workload)
+    name = label or DEFAULT_LOCAL_QUEUE
+    local = table.local_queues.get(f"{namespace}/{name}")
+    if local is None:
+        if not label:
+            return None
+        return _deny(
+            "LocalQueueNotFound",
+            f"{subject}: LocalQueue {namespace}/{name} not found (label {QUEUE_LABEL})",
+            queue=name,
+        )
+    if isinstance(local, str):
+        return _deny("InvalidLocalQueue", f"{subject}: {local}", queue=name)
+    where = f'ClusterQueue "{local.cluster_queue}" (LocalQueue {local.key})'
+    queue = table.queues.get(local.cluster_queue)
+    if local.cluster_queue in table.invalid:
+        problem = table.invalid[local.cluster_queue]
+        return _deny(
+            "InvalidClusterQueue",
+            f"{subject}: {where} is invalid and admits nothing: {problem}",
+            queue=name,
+        )
+    if queue is None:
+        return _deny(
+            "ClusterQueueNotFound",
+            f'{subject}: ClusterQueue "{local.cluster_queue}" not found '
+            f"(LocalQueue {local.key} points to it)",
+            queue=name,
+        )
+    if not namespace_selected(queue, state.get("Namespace", None, namespace), namespace):
+        return _deny(
+            "NamespaceNotSelected",
+            f"{subject}: namespace {namespace} is not selected by the namespaceSelector of {where}",
+            queue=name,
+        )
+    return _Route(local, queue)
+
+
+@dataclass(frozen=True)
+class _Charged:
+    """A demand translated into the quota resources of one queue."""
+
+    per_pod: Mapping[str, int]
+    shared: Mapping[str, Mapping[str, int]]
+    unmapped: tuple[str, ...]
+
+
+def _charged(demand: PodDemand, queue: ClusterQueue, table: QueueTable) -> _Charged:
+    classes = table.class_resources.get(queue.name, {})
+    covered = set(queue.covered())
+    per_pod: dict[str, int] = {}
+    unmapped: set[str] = set()
+
+    def add(target: dict[str, int], device_class: str, count: int) -> None:
+        resource = classes.get(device_class)
+        if resource is None:
+            if count:
+                unmapped.add(device_class)
+            return
+        target[resource] = sat_add(target.get(resource, 0), count)
+
+    for resource, value in demand.resources.items():
+        if resource in covered and value:
+            per_pod[resource] = sat_add(per_pod.get(resource, 0), value)
+    if PODS_RESOURCE in covered:
+        per_pod[PODS_RESOURCE] = 1
+    for device_class, count in demand.devices.items():
+        add(per_pod, device_class, count)
+    shared: dict[str, dict[str, int]] = {}
+    for claim, devices in sorted(demand.shared_claims.items()):
+        amounts: dict[str, int] = {}
+        for device_class, count in devices.items():
+            add(amounts, device_class, count)
+        shared[claim] = {r: v for r, v in sorted(amounts.items()) if v}
+    return _Charged(
+        {r: v for r, v in sorted(per_pod.items()) if v}, shared, tuple(sorted(unmapped))
+    )
+
+
+def _charge(
+    route: _Route,
+    demand: PodDemand,
+    charged: _Charged,
+    flavors: Mapping[str, str],
+    reservation: str,
+) -> Charge:
+    return Charge(
+        cluster_queue=route.queue.name,
+        local_queue=route.local.key,
+        flavors=dict(flavors),
+        usage=dict(charged.per_pod),
+        device_classes=demand.all_devices(),
+        shared_claims={c: dict(a) for c, a in charged.shared.items() if a},
+        reservation=reservation,
+    )
+
+
+def _node_labels(table: QueueTable, flavors: Mapping[str, str]) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    for flavor in sorted(set(flavors.values())):
+        known = table.flavors.get(flavor)
+        if known is not None:
+            labels.update(known.node_labels)
+    return dict(sorted(labels.items()))
+
+
+def _flavor_filter(
+    table: QueueTable,
+    claims: Sequence[PodClaim],
+    placer: Placer | None,
+    settings: Settings,
+    warnings: list[str],
+) -> Callable[[str], str | None]:
+    def check(flavor: str) -> str | None:
+        known = table.flavors.get(flavor)
+        if known is None:
+            return f"flavor {flavor} not found"
+        if placer is None or settings.placement == "Off" or not claims or not known.node_labels:
+            return None
+        placement = placer(claims, known.node_labels)
+        if placement.ok:
+            return None
+        labels = ",".join(f"{k}={v}" for k, v in known.node_labels.items())
+        reason = (
+            f"flavor {flavor}: claims cannot be placed on nodes with labels {labels}: "
+            f"{placement.reason}"
+        )
+        if settings.placement == "Warn":
+            warnings.append(reason)
+            return None
+        return reason
+
+    return check
+
+
+def _exceeds(subject: str, route: _Route, assignment: Assignment) -> str:
+    return (
+        f'{subject} exceeds quota of ClusterQueue "{route.queue.name}" '
+        f"(LocalQueue {route.local.key}): {'; '.join(assignment.reasons)}"
+    )
+
+
+def _evaluate(
+    workload: Workload,
+    state: ClusterState,
+    usage: Usage,
+    settings: Settings,
+    placer: Placer | None,
+    operation: str,
+    reservation: str,
+) -> Decision:
+    table = queue_table(state, settings)
+    route = _route(workload, state, table)
+    if route is None:
+        return Decision(True, 200, "NotManaged", "no LocalQueue: not managed by draquota")
+    if isinstance(route, Decision):
+        return route
+    subject, name = _subject(workload), route.local.name
+    where = f'ClusterQueue "{route.queue.name}" (LocalQueue {route.local.key})'
+    demand = pod_demand(workload, state)
+    charged = _charged(demand, route.queue, table)
+    warnings: list[str] = []
+    if charged.unmapped:
+        listed = ", ".join(charged.unmapped)
+        noun = "device class" if len(charged.unmapped) == 1 else "device classes"
+        text = f"{noun} {listed} not mapped to any resource of {where}"
+        if settings.unmapped_device_class != "Ignore":
+            return _deny("UnmappedDeviceClass", f"{subject}: {text}", queue=name)
+        warnings.append(f"{text}: not charged")
+    if placer is not None and settings.placement != "Off" and demand.claims:
+        placement = placer(demand.claims, None)
+        if not placement.ok:
+            text = f"{subject}: claims cannot be placed on any node: {placement.reason}"
+            if settings.placement == "Enforce":
+                return _deny("Unplaceable", text, queue=name)
+            warnings.append(text)
+    flavor_filter = _flavor_filter(table, demand.claims, placer, settings, warnings)
+    if workload.kind != "Pod":
+        assignment = assign_flavors(
+            table,
+            route.queue,
+            lambda _q: {},
+            charged.per_pod,
+            charged.shared,
+            flavor_filter=flavor_filter,
+            pods=max(1, workload.pods),
+            capacity_only=True,
+        )
+        if not assignment.ok:
+            return _deny("QuotaExceeded", _exceeds(subject, route, assignment), queue=name)
+        return Decision(
+            True,
+            200,
+            "Admitted",
+            f"{subject} fits {where}",
+            tuple(sorted(set(warnings))),
+            queue_name=name,
+        )
+    live = usage.copy()
+    if workload.name and workload.name != "<unnamed>":
+        live.remove(f"{workload.namespace}/{workload.name}")
+    if reservation:
+        live.remove(reservation)
+    assignment = assign_flavors(
+        table,
+        route.queue,
+        live.of,
+        charged.per_pod,
+        charged.shared,
+        held=frozenset(live.shared_claims(route.queue.name)),
+        flavor_filter=flavor_filter,
+    )
+    if not assignment.ok:
+        message = _exceeds(subject, route, assignment)
+        if operation != "UPDATE":
+            return _deny("QuotaExceeded", message, queue=name)
+        warnings.append(f"{message} (existing pod: update allowed)")
+        fallback = assign_flavors(
+            table, route.queue, lambda _q: {}, charged.per_pod, charged.shared, capacity_only=True
+        )
+        assignment = fallback if fallback.ok else _first_flavors(route.queue, charged)
+    if assignment.borrowing:
+        warnings.append(f"{subject} borrows quota from cohort {route.queue.cohort}")
+    return Decision(
+        allowed=True,
+        code=200,
+        reason="Admitted",
+        message=f"{subject} admitted to {where}",
+        warnings=tuple(sorted(set(warnings))),
+        charge=_charge(route, demand, charged, assignment.flavors, reservation),
+        node_selector=_node_labels(table, assignment.flavors),
+        queue_name=name,
+    )
+
+
+def _first_flavors(queue: ClusterQueue, charged: _Charged) -> Assignment:
+    """Every charged resource in the first flavor of its group (a last-resort record)."""
+    wanted = set(charged.per_pod) | {r for a in charged.shared.values() for r in a}
+    flavors = {}
+    for group in queue.groups:
+        if group.flavors:
+            flavors.update({r: group.flavors[0].name for r in group.covered if r in wanted})
+    return Assignment(flavors)
+
+
+def decide(
+    obj: Mapping[str, Any],
+    state: ClusterState,
+    usage: Usage,
+    settings: Settings,
+    placer: Placer | None = None,
+    operation: str = "CREATE",
+    reservation: str = "",
+) -> Decision:
+    """Decide whether a Pod or pod-template workload may be admitted.
+
+    A Pod is checked against the live `usage` (its own holder and `reservation`
+    excluded, so a retried admission does not count twice) and gets a charge; a
+    workload is checked against the most its queue could ever hold and gets none.
+    An UPDATE of an existing pod is never denied for quota (that would block its
+    finalizers); it is allowed with a warning.
+    """
+    if operation == "DELETE":
+        return Decision(True, 200, "NotManaged", "deletions are not checked")
+    try:
+        workload = as_workload(obj)
+        if workload.kind == "Pod" and not is_live_pod(obj):
+            return Decision(True, 200, "NotManaged", "terminal or deleting pods hold no quota")
+        return _evaluate(workload, state, usage, settings, placer, operation, reservation)
+    except NotFound as exc:
+        kind = "ClaimNotFound" if exc.kind.startswith("ResourceClaim") else "NotFound"
+        return _deny(kind, str(exc))
+    except InvalidObject as exc:
+        return _deny("InvalidObject", str(exc), code=400)
+    except DraquotaError as exc:
+        return _deny("InvalidObject", str(exc), code=400)
+
+
+def _usage_route(workload: Workload, table: QueueTable) -> _Route | None:
+    """The queue a running pod is charged to: its LocalQueue's, even if since misconfigured."""
+    name = _queue_label(workload) or DEFAULT_LOCAL_QUEUE
+    local = table.local_queues.get(f"{workload.namespace}/{name}")
+    if not isinstance(local, LocalQueue) or local.cluster_queue not in table.queues:
+        return None
+    return _Route(local, table.queues[local.cluster_queue])
+
+
+def _recorded_route(
+    recorded: Charge | None, namespace: str, state: ClusterState, table: QueueTable
+) -> _Route | None:
+    """The queue an annotation names, trusted only inside the pod's own namespace."""
+    if recorded is None or not recorded.local_queue.startswith(f"{namespace}/"):
+        return None
+    queue = table.queues.get(recorded.cluster_queue)
+    if queue is None or not namespace_selected(
+        queue, state.get("Namespace", None, namespace), namespace
+    ):
+        return None
+    name = recorded.local_queue.split("/", 1)[1]
+    return _Route(LocalQueue(namespace, name, queue.name), queue)
+
+
+def _recorded_flavors(
+    queue: ClusterQueue, charged: _Charged, recorded: Charge | None
+) -> Assignment | None:
+    """The annotation's flavors, if they are a valid assignment for this demand."""
+    if recorded is None or recorded.cluster_queue != queue.name:
+        return None
+    wanted = set(charged.per_pod) | {r for a in charged.shared.values() for r in a}
+    flavors: dict[str, str] = {}
+    for group in queue.groups:
+        requested = sorted(r for r in group.covered if r in wanted)
+        chosen = {recorded.flavors.get(r) for r in requested}
+        if not requested:
+            continue
+        if len(chosen) != 1 or next(iter(chosen)) not in {f.name for f in group.flavors}:
+            return None
+        flavors.update({r: recorded.flavors[r] for r in requested})
+    return Assignment(dict(sorted(flavors.items())))
+
+
+def recompute_charge(
+    pod: Obj, state: ClusterState, settings: Settings, recorded: Charge | None = None
+) -> Charge | None:
+    """The charge of a live pod from the pod and the cluster view; None when unmanaged.
+
+    `recorded` (the parsed annotation) only contributes which flavors were chosen,
+    when they are valid for the recomputed demand, and which queue it went to when
+    the pod's LocalQueue is gone. Raises NotFound/InvalidObject when the pod's
+    claims cannot be read.
+    """
+    workload = as_workload(pod)
+    table = queue_table(state, settings)
+    route = _usage_route(workload, table) or _recorded_route(
+        recorded, workload.namespace, state, table
+    )
+    if route is None:
+        return None
+    demand = pod_demand(workload, state)
+    charged = _charged(demand, route.queue, table)
+    assignment = _recorded_flavors(route.queue, charged, recorded)
+    if assignment is None:
+        assignment = assign_flavors(
+            table, route.queue, lambda _q: {}, charged.per_pod, charged.shared, capacity_only=True
+        )
+        if not assignment.ok:
+            assignment = _first_flavors(route.queue, charged)
+    return _charge(route, demand, charged, assignment.flavors, "")

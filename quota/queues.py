@@ -1,0 +1,495 @@
+"""ClusterQueues, LocalQueues and ResourceFlavors of `draquota.io/v1beta1` (SPEC §4).
+
+Field names follow Kueue v1beta1 so spec blocks can be copied. Parsing raises
+InvalidObject for a malformed object (wrong types, bad quantities); the rules the
+CRD checks with CEL (lendingLimit <= nominalQuota, borrowingLimit only with a
+cohort, flavors listing exactly the covered resources, kind DeviceClass needs
+deviceClassNames) and the cross-object rules (a DeviceClass maps to one resource,
+a resource maps to the same classes in every flavor and across a cohort, every
+flavor exists) are collected as *problems*: a queue with problems admits nothing.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from quota.charge import FlavorResource
+from quota.claimspec import FieldReader
+from quota.cluster import ClusterState, Obj
+from quota.errors import InvalidObject, object_ref
+from quota.quantity import amount
+from quota.settings import Settings
+
+__all__ = [
+    "API_GROUP",
+    "QUEUE_KINDS",
+    "ClusterQueue",
+    "LocalQueue",
+    "QueueTable",
+    "ResourceFlavor",
+    "ResourceGroup",
+    "ResourceQuota",
+    "namespace_selected",
+    "parse_cluster_queue",
+    "parse_local_queue",
+    "parse_resource_flavor",
+    "queue_table",
+]
+
+API_GROUP = "draquota.io"
+API_VERSION = "draquota.io/v1beta1"
+QUEUE_KINDS = ("ClusterQueue", "LocalQueue", "ResourceFlavor")
+BORROW = "Borrow"
+TRY_NEXT_FLAVOR = "TryNextFlavor"
+DEVICE_CLASS_KIND = "DeviceClass"
+_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+@dataclass(frozen=True)
+class ResourceQuota:
+    """Quota of one resource in one flavor (amounts in quota units: cpu in millicores)."""
+
+    nominal: int
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+
+
+@dataclass(frozen=True)
+class FlavorQuotas:
+    """One flavor of a resource group, with the quota of each covered resource."""
+
+    name: str
+    resources: Mapping[str, ResourceQuota]
+
+
+@dataclass(frozen=True)
+class ResourceGroup:
+    """Resources that always get the same flavor, and the flavors to try in order."""
+
+    covered: tuple[str, ...]
+    flavors: tuple[FlavorQuotas, ...]
+
+
+@dataclass(frozen=True)
+class ClusterQueue:
+    """A parsed ClusterQueue; `problems` non-empty means it must not admit anything.
+
+    `namespace_selector` is None when no namespace is selected (Kueue: a null selector).
+    `resource_classes` maps each resource of kind DeviceClass to its classes.
+    """
+
+    name: str
+    cohort: str | None = None
+    namespace_selector: Mapping[str, Any] | None = None
+    when_can_borrow: str = BORROW
+    groups: tuple[ResourceGroup, ...] = ()
+    resource_classes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
+
+    def group_of(self, resource: str) -> ResourceGroup | None:
+        """The resource group covering `resource`, if any."""
+        for group in self.groups:
+            if resource in group.covered:
+                return group
+        return None
+
+    def quota(self, key: FlavorResource) -> ResourceQuota | None:
+        """The quota of a resource in a flavor, None when the queue does not have it."""
+        for group in self.groups:
+            for flavor in group.flavors:
+                if flavor.name == key.flavor and key.resource in flavor.resources:
+                    return flavor.resources[key.resource]
+        return None
+
+    def covered(self) -> tuple[str, ...]:
+        """Every covered resource, sorted."""
+        return tuple(sorted(r for group in self.groups for r in group.covered))
+
+    def flavor_names(self) -> tuple[str, ...]:
+        """Every flavor the queue names, sorted."""
+        return tuple(sorted({f.name for group in self.groups for f in group.flavors}))
+
+
+@dataclass(frozen=True)
+class LocalQueue:
+    """A namespaced queue pointing at a ClusterQueue."""
+
+    namespace: str
+    name: str
+    cluster_queue: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class ResourceFlavor:
+    """A flavor and the node labels that pods admitted to it get as nodeSelector."""
+
+    name: str
+    node_labels: Mapping[str, str] = field(default_factory=dict)
+
+
+def _check_api_version(reader: FieldReader, obj: Obj) -> None:
+    version = obj.get("apiVersion")
+    if version not in (None, API_VERSION):
+        raise reader.fail("apiVersion", f"unsupported value {version!r}: expected {API_VERSION}")
+
+
+def _selector(reader: FieldReader, raw: Any, path: str) -> Mapping[str, Any]:
+    selector = reader.mapping(raw, path)
+    labels = reader.mapping(selector.get("matchLabels"), f"{path}.matchLabels")
+    for key, value in labels.items():
+        reader.string(value, f"{path}.matchLabels.{key}")
+    for i, expr in enumerate(
+        reader.items(selector.get("matchExpressions"), f"{path}.matchExpressions")
+    ):
+        here = f"{path}.matchExpressions[{i}]"
+        expr = reader.mapping(expr, here)
+        reader.string(expr.get("key"), f"{here}.key", True)
+        operator = reader.string(expr.get("operator"), f"{here}.operator", True)
+        values = reader.strings(expr.get("values"), f"{here}.values")
+        if operator not in _OPERATORS:
+            raise reader.fail(f"{here}.operator", f"unsupported value {operator!r}")
+        if operator in ("In", "NotIn") and not values:
+            raise reader.fail(f"{here}.values", f"must be non-empty for operator {operator}")
+        if operator in ("Exists", "DoesNotExist") and values:
+            raise reader.fail(f"{here}.values", f"must be empty for operator {operator}")
+    return selector
+
+
+def _limit(
+    reader: FieldReader, raw: Mapping[str, Any], key: str, resource: str, path: str
+) -> int | None:
+    value = raw.get(key)
+    return None if value is None else amount(resource, value, reader.ref, f"{path}.{key}")
+
+
+def _flavor(
+    reader: FieldReader,
+    raw: Any,
+    path: str,
+    covered: tuple[str, ...],
+    cohort: str | None,
+    classes: dict[str, tuple[str, ...]],
+    problems: list[str],
+) -> FlavorQuotas:
+    raw = reader.mapping(raw, path)
+    name = reader.string(raw.get("name"), f"{path}.name", True)
+    resources: dict[str, ResourceQuota] = {}
+    for j, entry in enumerate(reader.items(raw.get("resources"), f"{path}.resources")):
+        here = f"{path}.resources[{j}]"
+        entry = reader.mapping(entry, here)
+        resource = reader.string(entry.get("name"), f"{here}.name", True)
+        if resource in resources:
+            raise reader.fail(f"{here}.name", f'duplicate resource "{resource}"')
+        if entry.get("nominalQuota") is None:
+            raise reader.fail(f"{here}.nominalQuota", "required")
+        quota = ResourceQuota(
+            nominal=amount(resource, entry["nominalQuota"], reader.ref, f"{here}.nominalQuota"),
+            borrowing_limit=_limit(reader, entry, "borrowingLimit", resource, here),
+            lending_limit=_limit(reader, entry, "lendingLimit", resource, here),
+        )
+        if quota.lending_limit is not None and quota.lending_limit > quota.nominal:
+            problems.append(f"{here}.lendingLimit: must be less than or equal to nominalQuota")
+        if quota.borrowing_limit is not None and cohort is None:
+            problems.append(f"{here}.borrowingLimit: must be nil when cohort is empty")
+        kind = reader.string(entry.get("kind"), f"{here}.kind")
+        names = tuple(
+            sorted(set(reader.strings(entry.get("deviceClassNames"), f"{here}.deviceClassNames")))
+        )
+        if kind not in ("", DEVICE_CLASS_KIND):
+            raise reader.fail(f"{here}.kind", f"unsupported value {kind!r}: expected DeviceClass")
+        if kind == DEVICE_CLASS_KIND and not names:
+            problems.append(f"{here}.deviceClassNames: required when kind is DeviceClass")
+        if kind != DEVICE_CLASS_KIND and names:
+            problems.append(f"{here}.deviceClassNames: only allowed when kind is DeviceClass")
+        if resource in classes and classes[resource] != names:
+            problems.append(
+                f"{here}.deviceClassNames: resource {resource} maps to "
+                f"[{', '.join(classes[resource])}] in another flavor"
+            )
+        classes.setdefault(resource, names)
+        resources[resource] = quota
+    if tuple(resources) != covered:
+        problems.append(
+            f"{path}.resources: must list exactly the covered resources in the same order "
+            f"[{', '.join(covered)}], got [{', '.join(resources)}]"
+        )
+    return FlavorQuotas(name, resources)
+
+
+def parse_cluster_queue(obj: Obj) -> ClusterQueue:
+    """Parse a ClusterQueue; InvalidObject when malformed, rule violations in `problems`."""
+    metadata = obj.get("metadata") or {}
+    ref = object_ref("ClusterQueue", None, metadata.get("name"))
+    reader = FieldReader(ref)
+    _check_api_version(reader, obj)
+    name = reader.string(metadata.get("name"), "metadata.name", True)
+    spec = reader.mapping(obj.get("spec"), "spec")
+    cohort = reader.string(spec.get("cohort"), "spec.cohort") or None
+    selector = None
+    if spec.get("namespaceSelector") is not None:
+        selector = _selector(reader, spec["namespaceSelector"], "spec.namespaceSelector")
+    fungibility = reader.mapping(spec.get("flavorFungibility"), "spec.flavorFungibility")
+    when = reader.string(fungibility.get("whenCanBorrow"), "spec.flavorFungibility.whenCanBorrow")
+    when = when or BORROW
+    if when not in (BORROW, TRY_NEXT_FLAVOR):
+        raise reader.fail(
+            "spec.flavorFungibility.whenCanBorrow",
+            f"unsupported value {when!r}: expected Borrow or TryNextFlavor",
+        )
+    problems: list[str] = []
+    classes: dict[str, tuple[str, ...]] = {}
+    groups = []
+    seen_resources: set[str] = set()
+    seen_flavors: set[str] = set()
+    for i, raw in enumerate(reader.items(spec.get("resourceGroups"), "spec.resourceGroups")):
+        path = f"spec.resourceGroups[{i}]"
+        raw = reader.mapping(raw, path)
+        covered = reader.strings(raw.get("coveredResources"), f"{path}.coveredResources")
+        if not covered:
+            problems.append(f"{path}.coveredResources: must list at least one resource")
+        for resource in covered:
+            if resource in seen_resources:
+                problems.append(f"{path}.coveredResources: {resource} is covered by two groups")
+            seen_resources.add(resource)
+        flavors = tuple(
+            _flavor(reader, f, f"{path}.flavors[{j}]", covered, cohort, classes, problems)
+            for j, f in enumerate(reader.items(raw.get("flavors"), f"{path}.flavors"))
+        )
+        if not flavors:
+            problems.append(f"{path}.flavors: must list at least one flavor")
+        for flavor in flavors:
+            if flavor.name in seen_flavors:
+                problems.append(f"{path}.flavors: flavor {flavor.name} is used twice")
+            seen_flavors.add(flavor.name)
+        groups.append(ResourceGroup(covered, flavors))
+    resource_classes = {r: c for r, c in sorted(classes.items()) if c}
+    owner: dict[str, str] = {}
+    for resource, names in resource_classes.items():
+        for device_class in names:
+            if device_class in owner:
+                problems.append(
+                    f"DeviceClass {device_class} maps to two resources, "
+                    f"{owner[device_class]} and {resource}"
+                )
+            owner[device_class] = resource
+    return ClusterQueue(
+        name=name,
+        cohort=cohort,
+        namespace_selector=selector,
+        when_can_borrow=when,
+        groups=tuple(groups),
+        resource_classes=resource_classes,
+        problems=tuple(sorted(set(problems))),
+    )
+
+
+def parse_local_queue(obj: Obj) -> LocalQueue:
+    """Parse a LocalQueue; InvalidObject when malformed."""
+    metadata = obj.get("metadata") or {}
+    namespace = metadata.get("namespace") or "default"
+    ref = object_ref("LocalQueue", namespace, metadata.get("name"))
+    reader = FieldReader(ref)
+    _check_api_version(reader, obj)
+    name = reader.string(metadata.get("name"), "metadata.name", True)
+    spec = reader.mapping(obj.get("spec"), "spec")
+    cluster_queue = reader.string(spec.get("clusterQueue"), "spec.clusterQueue", True)
+    return LocalQueue(namespace, name, cluster_queue)
+
+
+def parse_resource_flavor(obj: Obj) -> ResourceFlavor:
+    """Parse a ResourceFlavor; InvalidObject when malformed."""
+    metadata = obj.get("metadata") or {}
+    ref = object_ref("ResourceFlavor", None, metadata.get("name"))
+    reader = FieldReader(ref)
+    _check_api_version(reader, obj)
+    name = reader.string(metadata.get("name"), "metadata.name", True)
+    spec = reader.mapping(obj.get("spec"), "spec")
+    labels = reader.mapping(spec.get("nodeLabels"), "spec.nodeLabels")
+    for key, value in labels.items():
+        reader.string(value, f"spec.nodeLabels.{key}")
+    return ResourceFlavor(name, dict(sorted(labels.items())))
+
+
+def _expression_matches(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    key, operator = expr["key"], expr["operator"]
+    values = expr.get("values") or ()
+    if operator == "In":
+        return key in labels and labels[key] in values
+    if operator == "NotIn":
+        return key not in labels or labels[key] not in values
+    if operator == "Exists":
+        return key in labels
+    return key not in labels
+
+
+def namespace_selected(queue: ClusterQueue, namespace: Obj | None, name: str) -> bool:
+    """Whether the queue's namespaceSelector selects the namespace (null selects none)."""
+    selector = queue.namespace_selector
+    if selector is None:
+        return False
+    labels = dict(((namespace or {}).get("metadata") or {}).get("labels") or {})
+    labels.setdefault("kubernetes.io/metadata.name", name)
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    return all(_expression_matches(e, labels) for e in selector.get("matchExpressions") or ())
+
+
+@dataclass(frozen=True)
+class QueueTable:
+    """Every queue object of the cluster view, parsed and cross-checked.
+
+    `invalid` maps a ClusterQueue name to why it cannot be used (unparseable or
+    with problems); such a queue admits nothing. Valid-but-unparseable queues do
+    not take part in their cohort; queues with problems still lend their quota so
+    that usage already admitted to them is accounted for.
+    """
+
+    queues: Mapping[str, ClusterQueue]
+    invalid: Mapping[str, str]
+    local_queues: Mapping[str, LocalQueue | str]
+    flavors: Mapping[str, ResourceFlavor]
+    class_resources: Mapping[str, Mapping[str, str]]
+    cohorts: Mapping[str, tuple[str, ...]]
+
+    def members(self, queue: ClusterQueue) -> tuple[ClusterQueue, ...]:
+        """The queues sharing quota with `queue` (itself included)."""
+        if queue.cohort is None:
+            return (queue,)
+        return tuple(self.queues[name] for name in self.cohorts.get(queue.cohort, ()))
+
+
+def _effective_classes(queue: ClusterQueue, settings: Settings) -> tuple[dict[str, str], list[str]]:
+    """DeviceClass -> resource for one queue: its own mappings plus the global ones it covers."""
+    mapping: dict[str, str] = {}
+    problems: list[str] = []
+    covered = set(queue.covered())
+    for resource, names in queue.resource_classes.items():
+        for device_class in names:
+            mapping[device_class] = resource
+    for device_class, resource in sorted(settings.class_resources().items()):
+        if resource not in covered:
+            continue
+        if mapping.get(device_class, resource) != resource:
+            problems.append(
+                f"DeviceClass {device_class} maps to {mapping[device_class]} in the queue "
+                f"but to {resource} in the global deviceClassMappings"
+            )
+            continue
+        mapping[device_class] = resource
+    return dict(sorted(mapping.items())), problems
+
+
+def _cohort_problems(
+    members: list[ClusterQueue], classes: Mapping[str, Mapping[str, str]]
+) -> dict[str, list[str]]:
+    """A resource must map to the same classes, and a class to the same resource, in a cohort.
+
+    Both sides of a mismatch get the problem: neither queue can be trusted to charge right.
+    """
+    out: dict[str, list[str]] = {}
+
+    def mismatch(first: str, second: str, what: str, here: str, there: str) -> None:
+        cohort = f"cohort {queues[second].cohort}"
+        out.setdefault(second, []).append(
+            f'{what} maps to {here} here but to {there} in ClusterQueue "{first}" of {cohort}'
+        )
+        out.setdefault(first, []).append(
+            f'{what} maps to {there} here but to {here} in ClusterQueue "{second}" of {cohort}'
+        )
+
+    queues = {queue.name: queue for queue in members}
+    by_resource: dict[str, tuple[str, str]] = {}
+    by_class: dict[str, tuple[str, str]] = {}
+    for queue in members:
+        mapping = classes[queue.name]
+        grouped: dict[str, list[str]] = {}
+        for device_class, resource in mapping.items():
+            grouped.setdefault(resource, []).append(device_class)
+            first = by_class.setdefault(device_class, (queue.name, resource))
+            if first[1] != resource:
+                mismatch(first[0], queue.name, f"DeviceClass {device_class}", resource, first[1])
+        for resource, names in sorted(grouped.items()):
+            listed = f"[{', '.join(sorted(names))}]"
+            first = by_resource.setdefault(resource, (queue.name, listed))
+            if first[1] != listed:
+                mismatch(first[0], queue.name, f"resource {resource}", listed, first[1])
+    return out
+
+
+def _build(state: ClusterState, settings: Settings) -> QueueTable:
+    flavors: dict[str, ResourceFlavor] = {}
+    for obj in state.list("ResourceFlavor"):
+        try:
+            flavor = parse_resource_flavor(obj)
+        except InvalidObject:
+            continue  # a queue naming it reports the flavor as unusable
+        flavors[flavor.name] = flavor
+    parsed: dict[str, ClusterQueue] = {}
+    invalid: dict[str, str] = {}
+    for obj in state.list("ClusterQueue"):
+        name = str((obj.get("metadata") or {}).get("name") or "")
+        try:
+            parsed[name] = parse_cluster_queue(obj)
+        except InvalidObject as exc:
+            invalid[name] = str(exc)
+    classes: dict[str, dict[str, str]] = {}
+    extra: dict[str, list[str]] = {}
+    for name, queue in parsed.items():
+        classes[name], extra[name] = _effective_classes(queue, settings)
+        for flavor in queue.flavor_names():
+            if flavor not in flavors:
+                extra[name].append(f"ResourceFlavor {flavor} not found")
+    cohorts: dict[str, list[str]] = {}
+    for name, queue in sorted(parsed.items()):
+        if queue.cohort is not None:
+            cohorts.setdefault(queue.cohort, []).append(name)
+    for members in cohorts.values():
+        for name, problems in _cohort_problems([parsed[n] for n in members], classes).items():
+            extra[name].extend(problems)
+    queues: dict[str, ClusterQueue] = {}
+    for name, queue in parsed.items():
+        problems = tuple(sorted(set(queue.problems) | set(extra[name])))
+        queues[name] = ClusterQueue(**{**queue.__dict__, "problems": problems})
+        if problems:
+            invalid[name] = "; ".join(problems)
+    local: dict[str, LocalQueue | str] = {}
+    for obj in state.list("LocalQueue"):
+        metadata = obj.get("metadata") or {}
+        key = f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
+        try:
+            local[key] = parse_local_queue(obj)
+        except InvalidObject as exc:
+            local[key] = str(exc)
+    return QueueTable(
+        queues=queues,
+        invalid=dict(sorted(invalid.items())),
+        local_queues=local,
+        flavors=flavors,
+        class_resources=classes,
+        cohorts={c: tuple(sorted(m)) for c, m in sorted(cohorts.items())},
+    )
+
+
+_KINDS = ("ClusterQueue", "LocalQueue", "ResourceFlavor")
+_CACHE: weakref.WeakKeyDictionary[ClusterState, tuple[Any, QueueTable]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def queue_table(state: ClusterState, settings: Settings) -> QueueTable:
+    """The queue table of a cluster view, rebuilt only when queue objects or settings change."""
+    key = (state.revision(*_KINDS), settings)
+    cached = _CACHE.get(state)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    table = _build(state, settings)
+    _CACHE[state] = (key, table)
+    return table
