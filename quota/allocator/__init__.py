@@ -1,0 +1,103 @@
+"""The shared DRA structured-parameters allocator (SPEC §5).
+
+`allocate()` answers one question: can these claims get devices together on this
+node? It has three distinct outcomes, like the scheduler's allocator:
+
+- a list with one v1 `AllocationResult` dict per claim, in claim order;
+- `None`: the claims cannot be placed on this node (not enough free, matching,
+  tolerated devices; an incomplete pool; constraints that no combination meets);
+- `AllocationError` (a `DraquotaError`): the input is invalid — a CEL compile or
+  runtime error, an unknown device class, more than 32 devices in a claim,
+  `All` over an incomplete pool. `InvalidPoolsError` (a subclass) when no
+  solution was found and some pool on the node was invalid.
+
+The search follows the kube-scheduler's incubating allocator, so draquota picks
+the same devices for the same cluster state and node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container, Iterable, Mapping, Sequence
+from typing import Any
+
+from quota.allocator.devices import Device, DeviceID, Slice, parse_slice
+from quota.allocator.errors import AllocationError, InvalidPoolsError
+from quota.allocator.pools import Pool, gather_pools
+from quota.allocator.result import allocation_result
+from quota.allocator.search import Search, SelectorMemo
+from quota.claimspec import ClaimSpec
+from quota.deviceclasses import DeviceClass, parse_device_class
+
+__all__ = [
+    "AllocationError",
+    "Device",
+    "DeviceID",
+    "InvalidPoolsError",
+    "Pool",
+    "Slice",
+    "allocate",
+    "gather_pools",
+    "parse_slice",
+]
+
+
+def _slices(slices: Iterable[Slice | Mapping[str, Any]]) -> list[Slice]:
+    return [s if isinstance(s, Slice) else parse_slice(s) for s in slices]
+
+
+def _classes(
+    classes: Mapping[str, DeviceClass] | Iterable[DeviceClass | Mapping[str, Any]],
+) -> Mapping[str, DeviceClass]:
+    if isinstance(classes, Mapping):
+        return classes
+    parsed = [c if isinstance(c, DeviceClass) else parse_device_class(c) for c in classes]
+    return {c.name: c for c in parsed}
+
+
+def allocate(
+    claims: Sequence[ClaimSpec],
+    node: Mapping[str, Any] | None,
+    slices: Iterable[Slice | Mapping[str, Any]] = (),
+    classes: Mapping[str, DeviceClass] | Iterable[DeviceClass | Mapping[str, Any]] = (),
+    allocated: Container[DeviceID] = frozenset(),
+    *,
+    claim_names: Sequence[str] | None = None,
+    pools: Sequence[Pool] | None = None,
+    memo: SelectorMemo | None = None,
+) -> list[dict[str, Any]] | None:
+    """Allocate devices for all `claims` together on `node` (a Node object; None = no node).
+
+    `slices` are ResourceSlice objects (any supported version) or parsed `Slice`s,
+    `classes` DeviceClass objects or a name -> DeviceClass mapping, `allocated` the
+    IDs of devices already allocated to other claims (admin-access allocations
+    excluded). `pools` may replace `slices` when the caller keeps them cached,
+    `memo` caches selector results across calls for the same Device objects.
+    `claim_names` label claims in error messages.
+    """
+    if pools is None:
+        pools = gather_pools(_slices(slices), node)
+    names = list(claim_names) if claim_names is not None else [f"#{i}" for i in range(len(claims))]
+    search = Search(
+        claims=claims,
+        claim_names=names,
+        node=node,
+        pools=pools,
+        classes=_classes(classes),
+        allocated=allocated,
+        memo=memo if memo is not None else {},
+    )
+    search.prepare()
+    if not search.run():
+        invalid = tuple(f"{p.ref}: {p.invalid}" for p in pools if p.invalid)
+        if invalid:
+            raise InvalidPoolsError(invalid)
+        return None
+    node_name = str(((node or {}).get("metadata") or {}).get("name") or "")
+    results = []
+    for ci, spec in enumerate(claims):
+        chosen = [
+            alternatives[search.selected.get((ci, ri), 0)]
+            for ri, alternatives in enumerate(search.requests[ci])
+        ]
+        results.append(allocation_result(spec, search.results[ci], chosen, node_name))
+    return results

@@ -1,0 +1,349 @@
+"""Depth-first search over claims, requests, alternatives and devices (KEP-4381/4816).
+
+The order is the scheduler's incubating allocator's: claims in order, requests in
+order, `firstAvailable` alternatives in order, devices in pool (driver, name),
+slice name and slice order. Within one request, devices are chosen as
+combinations, never permutations: the next device of a request is searched only
+after the previous pick (`start`), so {d1, d2} is tried but {d2, d1} is not. The
+first complete solution wins; there is no scoring.
+
+Every tentative allocation returns an undo closure. Invariant: when a recursive
+call returns False, the shared state (in-flight devices, counters, constraints,
+results) is exactly what it was before the call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Container, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from quota.allocator.cel import Selector, compile_selector
+from quota.allocator.constraints import ClaimConstraint, build_constraints
+from quota.allocator.counters import CounterLedger
+from quota.allocator.devices import Device, DeviceID, Slice
+from quota.allocator.errors import AllocationError
+from quota.allocator.nodes import node_matches
+from quota.allocator.pools import Pool
+from quota.allocator.taints import taint_blocks
+from quota.claimspec import ALLOCATION_RESULTS_MAX_SIZE, ClaimSpec, ExactRequest
+from quota.deviceclasses import DeviceClass
+
+__all__ = ["Candidate", "Pick", "Request", "Search", "SelectorMemo"]
+
+ALL = "All"
+EXACT_COUNT = "ExactCount"
+
+# (selector expression, id(device)) -> match; owned by whoever owns the Device objects.
+SelectorMemo = dict[tuple[str, int], bool]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A device reachable from the node, with the pool and slice it came from."""
+
+    pool: Pool
+    slice: Slice
+    device: Device
+
+
+@dataclass
+class Request:
+    """A request, or one alternative of a `firstAvailable` request, ready for the search."""
+
+    claim: int
+    name: str
+    sub: str | None
+    exact: ExactRequest
+    device_class: DeviceClass
+    selectors: tuple[Selector, ...]
+    num_devices: int = 0
+    all_devices: list[Candidate] | None = None
+
+    @property
+    def result_name(self) -> str:
+        return f"{self.name}/{self.sub}" if self.sub else self.name
+
+
+@dataclass(frozen=True)
+class Pick:
+    """One allocated device of a claim."""
+
+    request: Request
+    candidate: Candidate
+
+
+class _SizeExceeded(Exception):
+    """More than 32 results would be needed: backtrack to the last firstAvailable choice."""
+
+
+@dataclass
+class Search:
+    """One allocation attempt of some claims on one node."""
+
+    claims: Sequence[ClaimSpec]
+    claim_names: Sequence[str]
+    node: Mapping[str, Any] | None
+    pools: Sequence[Pool]
+    classes: Mapping[str, DeviceClass]
+    allocated: Container[DeviceID]
+    memo: SelectorMemo = field(default_factory=dict)
+    candidates: list[Candidate] = field(default_factory=list)
+    requests: list[list[list[Request]]] = field(default_factory=list)
+    selected: dict[tuple[int, int], int] = field(default_factory=dict)
+    results: list[list[Pick]] = field(default_factory=list)
+    steps: int = 0
+
+    def __post_init__(self) -> None:
+        self.counters = CounterLedger(self.allocated)
+        self.in_flight: dict[DeviceID, set[int]] = {}
+        self._selectable: dict[tuple[int, int], bool] = {}
+        self.constraints: list[list[ClaimConstraint]] = []
+        usable = [p for p in self.pools if not p.incomplete and not p.invalid]
+        # Pools whose devices need binding conditions go last (incubating order).
+        usable.sort(key=lambda p: any(d.binding_conditions for s in p.slices for d in s.devices))
+        self.candidates = [Candidate(p, s, d) for p in usable for s in p.slices for d in s.devices]
+
+    # -- preparation ---------------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Validate every claim and request before searching (errors are invalid input)."""
+        for ci, spec in enumerate(self.claims):
+            claim = self.claim_names[ci]
+            minimum, per_request = 0, []
+            for request in spec.requests:
+                if request.first_available:
+                    alts = [
+                        self._request(ci, request.name, sub.name, sub.exact)
+                        for sub in request.first_available
+                    ]
+                    minimum += min(a.num_devices for a in alts)
+                else:
+                    assert request.exactly is not None
+                    alts = [self._request(ci, request.name, None, request.exactly)]
+                    minimum += alts[0].num_devices
+                per_request.append(alts)
+            if minimum > ALLOCATION_RESULTS_MAX_SIZE:
+                raise AllocationError(
+                    f"number of requested devices {minimum} exceeds the claim limit of "
+                    f"{ALLOCATION_RESULTS_MAX_SIZE}",
+                    claim,
+                )
+            self.requests.append(per_request)
+            self.constraints.append(build_constraints(spec.constraints, claim))
+            self.results.append([])
+
+    def _request(self, ci: int, name: str, sub: str | None, exact: ExactRequest) -> Request:
+        claim = self.claim_names[ci]
+        label = f"{name}/{sub}" if sub else name
+        device_class = self.classes.get(exact.device_class_name)
+        for i, expression in enumerate(exact.selectors):
+            if expression is None:
+                raise AllocationError(
+                    f"selector #{i}: CEL expression empty (unsupported selector type?)",
+                    claim,
+                    label,
+                )
+        if not exact.device_class_name:
+            raise AllocationError(
+                "missing device class name (unsupported request type?)", claim, label
+            )
+        if device_class is None:
+            raise AllocationError(
+                f"could not retrieve device class {exact.device_class_name}: not found",
+                claim,
+                label,
+            )
+        selectors = []
+        for i, expression in enumerate(device_class.selectors):
+            if expression is None:
+                raise AllocationError(
+                    f"class {device_class.name}: selector #{i}: CEL expression empty "
+                    "(unsupported selector type?)",
+                    claim,
+                    label,
+                )
+            selectors.append(_compiled(expression, f"class {device_class.name}: selector #{i}"))
+        for i, expression in enumerate(exact.selectors):
+            selectors.append(_compiled(str(expression), f"claim {claim}: selector #{i}"))
+        request = Request(ci, name, sub, exact, device_class, tuple(selectors))
+        if exact.allocation_mode == EXACT_COUNT:
+            request.num_devices = exact.count
+        elif exact.allocation_mode == ALL:
+            request.all_devices = self._all_devices(request, claim, label)
+            request.num_devices = len(request.all_devices)
+        else:
+            raise AllocationError(f"unsupported count mode {exact.allocation_mode}", claim, label)
+        return request
+
+    def _all_devices(self, request: Request, claim: str, label: str) -> list[Candidate]:
+        for pool in self.pools:
+            if pool.incomplete:
+                raise AllocationError(
+                    f"asks for all devices, but resource pool {pool.ref} is currently being "
+                    "updated",
+                    claim,
+                    label,
+                )
+            if pool.invalid:
+                raise AllocationError(
+                    f"asks for all devices, but resource pool {pool.ref} is currently invalid: "
+                    f"{pool.invalid}",
+                    claim,
+                    label,
+                )
+        return [c for i, c in enumerate(self.candidates) if self.selectable(request, i)]
+
+    # -- device checks -------------------------------------------------------------------------
+
+    def selectable(self, request: Request, index: int) -> bool:
+        """Class selectors, request selectors, per-device node selection (memoised)."""
+        key = (id(request), index)
+        known = self._selectable.get(key)
+        if known is not None:
+            return known
+        candidate = self.candidates[index]
+        device = candidate.device
+        result = all(self._matches(sel, device) for sel in request.selectors)
+        if result and candidate.slice.per_device_node_selection:
+            result = node_matches(
+                self.node, device.node_name, device.all_nodes, device.node_selector
+            )
+        self._selectable[key] = result
+        return result
+
+    def _matches(self, selector: Selector, device: Device) -> bool:
+        key = (selector.expression, id(device))
+        known = self.memo.get(key)
+        if known is None:
+            known = self.memo[key] = selector.matches(device.cel)
+        return known
+
+    def _in_use(self, request: Request, device_id: DeviceID) -> bool:
+        holders = self.in_flight.get(device_id)
+        if request.exact.admin_access:
+            # Admin access may share a device with anything, but never twice in one claim.
+            return bool(holders) and request.claim in holders
+        return device_id in self.allocated or bool(holders)
+
+    def allocate_device(
+        self, request: Request, candidate: Candidate, must: bool
+    ) -> Callable[[], None] | None:
+        """Tentatively allocate; an undo closure on success, None when the device cannot be used."""
+        device = candidate.device
+        if self._in_use(request, device.id):
+            return None
+        if device.consumes_counters and not self.counters.try_consume(candidate.pool, device):
+            return None
+        if taint_blocks(device.taints, request.exact.tolerations):
+            self._release_counters(candidate)
+            return None
+        constraints = self.constraints[request.claim]
+        for i, constraint in enumerate(constraints):
+            if constraint.add(request.name, request.sub, device):
+                continue
+            for earlier in constraints[:i]:
+                earlier.remove(request.name, request.sub, device)
+            self._release_counters(candidate)
+            if must:
+                raise AllocationError(
+                    f"cannot add device {device.id} because a claim constraint would not be "
+                    "satisfied",
+                    self.claim_names[request.claim],
+                    request.result_name,
+                )
+            return None
+        self.in_flight.setdefault(device.id, set()).add(request.claim)
+        picks = self.results[request.claim]
+        picks.append(Pick(request, candidate))
+        size = len(picks) - 1
+
+        def undo() -> None:
+            for constraint in constraints:
+                constraint.remove(request.name, request.sub, device)
+            self.in_flight[device.id].discard(request.claim)
+            self._release_counters(candidate)
+            del picks[size:]
+
+        return undo
+
+    def _release_counters(self, candidate: Candidate) -> None:
+        if candidate.device.consumes_counters:
+            self.counters.release(candidate.pool, candidate.device)
+
+    # -- the search ----------------------------------------------------------------------------
+
+    def run(self) -> bool:
+        """True when every claim got devices (see `results` and `selected`)."""
+        try:
+            return self._one(0, 0, 0, 0, False, 0)
+        except _SizeExceeded:
+            return False
+
+    def _one(self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: int) -> bool:
+        self.steps += 1
+        if ci == len(self.claims):
+            return True
+        if ri == len(self.requests[ci]):
+            try:
+                return self._one(ci + 1, 0, 0, 0, False, 0)
+            except _SizeExceeded:
+                return False  # a later claim may fit once an earlier choice changes
+        alternatives = self.requests[ci][ri]
+        if alternatives[0].sub is not None and not in_sub:
+            return self._alternatives(ci, ri, len(alternatives))
+        request = alternatives[si]
+        if request.all_devices is not None and not request.all_devices:
+            return False  # All needs at least one device
+        if di >= request.num_devices:
+            return self._one(ci, ri + 1, 0, 0, False, 0)
+        if len(self.results[ci]) + request.num_devices - di > ALLOCATION_RESULTS_MAX_SIZE:
+            raise _SizeExceeded
+        if request.all_devices is not None:
+            undo = self.allocate_device(request, request.all_devices[di], must=True)
+            if undo is None:
+                return False  # order does not matter for All: nothing else to try
+            return self._next(ci, ri, si, di + 1, in_sub, 0, undo)
+        for index in range(start, len(self.candidates)):
+            candidate = self.candidates[index]
+            if self._in_use(request, candidate.device.id) or not self.selectable(request, index):
+                continue
+            undo = self.allocate_device(request, candidate, must=False)
+            if undo is None:
+                continue
+            if self._next(ci, ri, si, di + 1, in_sub, index + 1, undo):
+                return True
+        return False
+
+    def _next(
+        self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: int, undo: Callable[[], None]
+    ) -> bool:
+        try:
+            done = self._one(ci, ri, si, di, in_sub, start)
+        except BaseException:
+            undo()
+            raise
+        if not done:
+            undo()
+        return done
+
+    def _alternatives(self, ci: int, ri: int, count: int) -> bool:
+        only_size = True
+        for si in range(count):
+            try:
+                if self._one(ci, ri, si, 0, True, 0):
+                    self.selected[(ci, ri)] = si
+                    return True
+            except _SizeExceeded:
+                continue
+            only_size = False
+        if only_size:
+            raise _SizeExceeded
+        return False
+
+
+def _compiled(expression: str, where: str) -> Selector:
+    try:
+        return compile_selector(expression)
+    except AllocationError as exc:
+        raise AllocationError(f"{where}: {exc.reason}") from exc
