@@ -11,14 +11,14 @@ import httpx
 from quota.cluster import ClusterState
 
 __all__ = [
-    "AppClient",
-    "FakeBackend",
     "FLAVOR",
     "FLAVOR_LABELS",
     "GPU_CLASS",
     "NAMESPACE",
     "QUEUE",
     "TEMPLATE",
+    "AppClient",
+    "FakeBackend",
     "cluster_objects",
     "cluster_state",
     "pod",

@@ -1,0 +1,208 @@
+"""The embedded backend and ledger: no over-admission under concurrency, reservations, index."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from quota.charge import CHARGE_ANNOTATION, Charge, FlavorResource
+from quota.decision import Decision, decide
+from quota.settings import Settings
+from quota.usage import Usage
+from tests.webhook.builders import QUEUE, cluster_objects, cluster_state, pod
+from webhook.backend import IndexedUsage, MemoryLedger, StateDirBackend, valid_reservation_id
+
+GPU = FlavorResource("a100", "gpu")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _admit(
+    ledger: MemoryLedger, state: Any, obj: dict[str, Any], rid: str, dry: bool = False
+) -> Decision:
+    return ledger.admit(
+        rid, lambda usage: decide(obj, state, usage, Settings(), reservation=rid), dry
+    )
+
+
+def test_concurrent_admissions_never_over_admit() -> None:
+    state = cluster_state(gpus=10)
+    ledger = MemoryLedger(state, Settings())
+    results: list[bool] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(8)
+
+    def worker(index: int) -> None:
+        barrier.wait()
+        for j in range(10):
+            decision = _admit(ledger, state, pod(f"p-{index}-{j}"), f"r-{index}-{j}")
+            with lock:
+                results.append(decision.allowed)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(results) == 80
+    assert results.count(True) == 10
+    assert ledger.usage().of(QUEUE) == {GPU: 10}
+
+
+def test_dry_run_reserves_nothing() -> None:
+    state = cluster_state(gpus=1)
+    ledger = MemoryLedger(state, Settings())
+    assert _admit(ledger, state, pod("a"), "r-a", dry=True).allowed
+    assert ledger.reservations() == {}
+    assert _admit(ledger, state, pod("b"), "r-b").allowed
+
+
+def test_retried_reservation_does_not_count_against_itself() -> None:
+    state = cluster_state(gpus=1)
+    ledger = MemoryLedger(state, Settings())
+    assert _admit(ledger, state, pod("a"), "r-a").allowed
+    assert _admit(ledger, state, pod("a"), "r-a").allowed
+    assert ledger.usage().of(QUEUE) == {GPU: 1}
+
+
+def _created(obj: dict[str, Any], decision: Decision) -> dict[str, Any]:
+    assert decision.charge is not None
+    metadata = {
+        **obj["metadata"],
+        "annotations": {CHARGE_ANNOTATION: decision.charge.to_annotation()},
+    }
+    return {**obj, "metadata": metadata, "status": {"phase": "Pending"}}
+
+
+def test_reservation_is_released_when_its_pod_appears_and_usage_counts_the_pod_once() -> None:
+    state = cluster_state(gpus=2)
+    ledger = MemoryLedger(state, Settings())
+    obj = pod("a")
+    decision = _admit(ledger, state, obj, "r-a")
+    state.upsert(_created(obj, decision))
+    assert ledger.reservations() == {}
+    usage = ledger.usage()
+    assert usage.holders() == {"team-a/a"}
+    assert usage.of(QUEUE) == {GPU: 1}
+    state.remove("Pod", "team-a", "a")
+    assert ledger.usage().of(QUEUE) == {}
+
+
+def test_reservation_expires_after_the_ttl() -> None:
+    state = cluster_state(gpus=1)
+    clock = Clock()
+    ledger = MemoryLedger(state, Settings(reservation_ttl_seconds=60), clock=clock)
+    assert _admit(ledger, state, pod("a"), "r-a").allowed
+    clock.now += 59
+    assert not _admit(ledger, state, pod("b"), "r-b").allowed
+    clock.now += 2
+    assert ledger.reservations() == {}
+    assert _admit(ledger, state, pod("b"), "r-b").allowed
+
+
+def test_queue_change_rebuilds_usage() -> None:
+    state = cluster_state(gpus=1)
+    obj = pod("a")
+    state.upsert(_created(obj, decide(obj, state, Usage(), Settings(), reservation="r")))
+    ledger = MemoryLedger(state, Settings())
+    assert ledger.usage().of(QUEUE) == {GPU: 1}
+    template = next(o for o in cluster_objects() if o["kind"] == "ResourceClaimTemplate")
+    template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] = 2
+    state.upsert(template)
+    assert ledger.usage().of(QUEUE) == {GPU: 2}
+
+
+@pytest.mark.parametrize("value", ["", "team-a/pod", "x" * 200, "a\nb"])
+def test_reservation_ids_never_look_like_pod_holders(value: str) -> None:
+    assert not valid_reservation_id(value)
+    with pytest.raises(ValueError):
+        MemoryLedger(cluster_state(), Settings()).admit(value, lambda u: None, False)  # type: ignore[arg-type,return-value]
+
+
+_charges = st.builds(
+    Charge,
+    cluster_queue=st.sampled_from(["q1", "q2"]),
+    local_queue=st.just("ns/lq"),
+    flavors=st.just({"gpu": "f1", "cpu": "f2"}),
+    usage=st.dictionaries(st.sampled_from(["gpu", "cpu"]), st.integers(0, 5)),
+    shared_claims=st.dictionaries(
+        st.sampled_from(["ns/c1", "ns/c2"]),
+        st.dictionaries(st.sampled_from(["gpu", "cpu"]), st.integers(0, 5)),
+        max_size=2,
+    ),
+)
+_ops = st.lists(
+    st.tuples(
+        st.sampled_from(["add", "remove"]), st.sampled_from(["h1", "h2", "h3", "h4"]), _charges
+    ),
+    max_size=25,
+)
+
+
+def _replay(usage: Usage, ops: list[tuple[str, str, Charge]]) -> None:
+    for op, holder, charge in ops:
+        if op == "add":
+            usage.add(holder, charge)
+        else:
+            usage.remove(holder)
+
+
+@settings(max_examples=150, deadline=None)
+@given(base_ops=_ops, overlay_ops=_ops)
+def test_indexed_usage_and_its_overlay_agree_with_plain_usage(
+    base_ops: list[tuple[str, str, Charge]], overlay_ops: list[tuple[str, str, Charge]]
+) -> None:
+    plain, indexed = Usage(), IndexedUsage()
+    _replay(plain, base_ops)
+    _replay(indexed, base_ops)
+    for queue in ("q1", "q2"):
+        assert indexed.of(queue) == plain.of(queue)
+        assert indexed.shared_claims(queue) == plain.shared_claims(queue)
+    before = {q: indexed.of(q) for q in ("q1", "q2")}
+    plain_copy, overlay = plain.copy(), indexed.copy()
+    _replay(plain_copy, overlay_ops)
+    _replay(overlay, overlay_ops)
+    for queue in ("q1", "q2"):
+        assert overlay.of(queue) == plain_copy.of(queue)
+        assert overlay.shared_claims(queue) == plain_copy.shared_claims(queue)
+        assert indexed.of(queue) == before[queue], "the overlay must not change its base"
+    assert overlay.holders() == plain_copy.holders()
+
+
+def _write(path: Path, objects: list[dict[str, Any]]) -> None:
+    path.write_text(yaml.safe_dump_all(objects), encoding="utf-8")
+
+
+def test_state_dir_reloads_changed_files_and_fails_closed_on_bad_ones(tmp_path: Path) -> None:
+    _write(tmp_path / "cluster.yaml", cluster_objects(gpus=1))
+    backend = StateDirBackend(tmp_path)
+    ledger = MemoryLedger(backend.state, Settings())
+    assert backend.ready() == (True, "")
+    assert not backend.poll()
+    _write(tmp_path / "pods.yaml", [pod("live")])
+    assert backend.poll()
+    assert backend.state.get("Pod", "team-a", "live") is not None
+    assert ledger.usage().holders() == {"team-a/live"}
+    (tmp_path / "broken.yaml").write_text("kind: [", encoding="utf-8")
+    assert backend.poll()
+    ready, why = backend.ready()
+    assert not ready and "broken.yaml" in why
+    assert backend.state.get("Pod", "team-a", "live") is not None, "the last good view stays"
+    (tmp_path / "broken.yaml").unlink()
+    (tmp_path / "pods.yaml").unlink()
+    assert backend.poll()
+    assert backend.ready() == (True, "")
+    assert ledger.usage().holders() == set()
+    assert backend.relists() == {"state-dir": 2}
