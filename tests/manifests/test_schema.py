@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import kubernetes_validate
-from kubernetes_validate.utils import all_versions
 import pytest
+from kubernetes_validate.utils import all_versions
 
 from tests.manifests.loader import CRD_FILES, MANIFESTS, Doc, load_docs, resource_files
 
