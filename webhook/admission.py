@@ -128,14 +128,14 @@ def parse_review(body: bytes) -> AdmissionRequest:
     review = _mapping(document, "", required=True)
     assert review is not None
     api_version = review.get("apiVersion")
-    if api_version != ADMISSION_API_VERSION:
+    if not isinstance(api_version, str) or api_version != ADMISSION_API_VERSION:
         raise BadReview("apiVersion", f"must be {ADMISSION_API_VERSION}, got {api_version!r:.80}")
-    if review.get("kind") != ADMISSION_KIND:
+    if not isinstance(review.get("kind"), str) or review["kind"] != ADMISSION_KIND:
         raise BadReview("kind", f"must be {ADMISSION_KIND}, got {review.get('kind')!r:.80}")
     request = _mapping(review.get("request"), "request", required=True)
     assert request is not None
     operation = request.get("operation")
-    if operation not in OPERATIONS:
+    if not isinstance(operation, str) or operation not in OPERATIONS:
         raise BadReview(
             "request.operation",
             f"must be one of {', '.join(sorted(OPERATIONS))}, got {operation!r:.80}",

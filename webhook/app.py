@@ -258,7 +258,9 @@ def create_app(
             return body
         try:
             req = parse_review(body)
-        except BadReview as exc:
+        except Exception as exc:  # BadReview, or anything a hostile body provokes: never a 500
+            if not isinstance(exc, BadReview):
+                log.warning("unparseable body", extra={"endpoint": endpoint, "error": repr(exc)})
             metrics.bad_requests.labels(endpoint, "400").inc()
             return _json(
                 400,
