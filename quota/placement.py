@@ -1,0 +1,440 @@
+"""Cluster-wide placement: find one node where all claims of a pod get devices together.
+
+The allocator answers for one node; placement picks the node. It keeps an index
+of the cluster (parsed slices grouped by node and pool, device classes, devices
+already allocated in claim statuses, Node objects), rebuilt only when one of
+those kinds changes, and per node the pools and the number of free devices of
+each class. A node whose free devices of some class cannot cover what the claims
+need at least is skipped without running the search, so the common case does not
+search every node.
+
+Outcomes: `Placement(ok=True, node, allocations)`; `ok=False` with a reason
+that names the request that cannot be met and why; `ok=False, invalid=True` when
+the claims are invalid input (CEL error, unknown class, > 32 devices). Placement
+never raises for cluster content: malformed ResourceSlices and DeviceClasses are
+skipped and listed in `Placer.problems`.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from quota.allocator import AllocationError, DeviceID, InvalidPoolsError, allocate
+from quota.allocator.cel import compile_selector
+from quota.allocator.devices import Device, Slice, parse_slice
+from quota.allocator.nodes import node_matches, selector_matches
+from quota.allocator.pools import Pool, gather_pools
+from quota.allocator.search import SelectorMemo
+from quota.claims import PodClaim
+from quota.claimspec import ClaimSpec, ExactRequest
+from quota.cluster import ClusterState
+from quota.deviceclasses import parse_device_class
+from quota.errors import DraquotaError
+
+__all__ = ["INDEX_KINDS", "Placement", "Placer", "make_placer", "place_claims"]
+
+INDEX_KINDS = ("ResourceSlice", "DeviceClass", "ResourceClaim", "Node")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the claims of one pod fit, or why they fit nowhere."""
+
+    ok: bool
+    node: str | None
+    allocations: tuple[Mapping[str, Any], ...]
+    reason: str
+    invalid: bool = False
+
+
+@dataclass
+class _NodeView:
+    node: Mapping[str, Any]
+    pools: list[Pool]
+    free: dict[str, int] = field(default_factory=dict)
+
+
+class _Index:
+    """Everything placement derives from one revision of the cluster view."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.revision = state.revision(*INDEX_KINDS)
+        self.problems: list[str] = []
+        self.slices = self._parse(state.list("ResourceSlice"), parse_slice)
+        self.classes = {
+            c.name: c for c in self._parse(state.list("DeviceClass"), parse_device_class)
+        }
+        self.allocated, self.allocated_by = _allocated_devices(state)
+        self.by_node: dict[str, list[Slice]] = {}
+        self.shared: list[Slice] = []
+        self.by_pool: dict[tuple[str, str], list[Slice]] = {}
+        for s in self.slices:
+            self.by_pool.setdefault((s.driver, s.pool), []).append(s)
+            if s.node_name and not s.shared_counters:
+                self.by_node.setdefault(s.node_name, []).append(s)
+            else:
+                self.shared.append(s)
+        nodes = {(n.get("metadata") or {}).get("name"): n for n in state.list("Node")}
+        for name in self.by_node:
+            nodes.setdefault(name, {"kind": "Node", "metadata": {"name": name}})
+        self.nodes = [nodes[name] for name in sorted(n for n in nodes if n)]
+        self.views: dict[str, _NodeView] = {}
+        self.memo: SelectorMemo = {}
+        self.lock = threading.Lock()
+
+    def _parse(self, objects: list[Mapping[str, Any]], parse: Callable[[Any], Any]) -> list[Any]:
+        out = []
+        for obj in objects:
+            try:
+                out.append(parse(obj))
+            except DraquotaError as exc:
+                self.problems.append(str(exc))
+        return out
+
+    def view(self, node: Mapping[str, Any]) -> _NodeView:
+        name = str((node.get("metadata") or {}).get("name"))
+        known = self.views.get(name)
+        if known is None:
+            slices = [*self.by_node.get(name, ()), *self.shared]
+            known = self.views[name] = _NodeView(node, gather_pools(slices, node, self.by_pool))
+        return known
+
+    def free(self, view: _NodeView, class_name: str) -> int:
+        """Devices of the class on the node not allocated to anyone (an upper bound)."""
+        count = view.free.get(class_name)
+        if count is None:
+            device_class = self.classes.get(class_name)
+            count = (
+                0
+                if device_class is None
+                else sum(
+                    1
+                    for d, s in _devices(view.pools, view.node)
+                    if d.id not in self.allocated and self.matches(d, device_class.selectors)
+                )
+            )
+            view.free[class_name] = count
+        return count
+
+    def matches(self, device: Device, selectors: Sequence[str | None]) -> bool:
+        for expression in selectors:
+            if expression is None:
+                return False
+            key = (expression, id(device))
+            known = self.memo.get(key)
+            if known is None:
+                try:
+                    known = compile_selector(expression).matches(device.cel)
+                except AllocationError:
+                    known = False  # the search reports the error itself
+                self.memo[key] = known
+            if not known:
+                return False
+        return True
+
+
+def _devices(pools: Sequence[Pool], node: Mapping[str, Any]) -> list[tuple[Device, Slice]]:
+    out = []
+    for pool in pools:
+        if pool.incomplete or pool.invalid:
+            continue
+        for s in pool.slices:
+            for d in s.devices:
+                if s.per_device_node_selection and not node_matches(
+                    node, d.node_name, d.all_nodes, d.node_selector
+                ):
+                    continue
+                out.append((d, s))
+    return out
+
+
+def _allocated_devices(
+    state: ClusterState,
+) -> tuple[frozenset[DeviceID], dict[str, frozenset[DeviceID]]]:
+    every: set[DeviceID] = set()
+    by_claim: dict[str, frozenset[DeviceID]] = {}
+    for obj in state.list("ResourceClaim"):
+        metadata = obj.get("metadata") or {}
+        allocation = (obj.get("status") or {}).get("allocation") or {}
+        results = ((allocation.get("devices") or {}).get("results")) or ()
+        ids = set()
+        for r in results:
+            if not isinstance(r, Mapping) or r.get("adminAccess"):
+                continue  # admin access never makes a device unavailable
+            ids.add(DeviceID(str(r.get("driver")), str(r.get("pool")), str(r.get("device"))))
+        key = f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
+        by_claim[key] = frozenset(ids)
+        every |= ids
+    return frozenset(every), by_claim
+
+
+def _claim_label(claim: PodClaim) -> str:
+    return claim.template or claim.claim or claim.entry
+
+
+def _labels_match(node: Mapping[str, Any], labels: Mapping[str, str] | None) -> bool:
+    if not labels:
+        return True
+    have = (node.get("metadata") or {}).get("labels") or {}
+    return all(have.get(k) == v for k, v in labels.items())
+
+
+def _minimum_per_class(specs: Sequence[ClaimSpec]) -> dict[str, int]:
+    """Devices per class that any placement needs at least (exclusive, non-admin requests)."""
+    need: dict[str, int] = {}
+    for spec in specs:
+        for request in spec.requests:
+            exact = request.exactly
+            if exact is None or exact.admin_access:
+                continue
+            n = 1 if exact.allocation_mode == "All" else exact.count
+            need[exact.device_class_name] = need.get(exact.device_class_name, 0) + n
+    return need
+
+
+class Placer:
+    """Places the claims of pods on the cluster view; cached per revision, thread-safe.
+
+    `allow_when_busy`: when devices already allocated block every node but the
+    claims would fit on an otherwise empty cluster, answer ok (node None) instead
+    of "cannot be placed" — admission judges possibility, the scheduler timing.
+    """
+
+    def __init__(self, state: ClusterState, allow_when_busy: bool = False) -> None:
+        self.state = state
+        self.allow_when_busy = allow_when_busy
+        self._index: _Index | None = None
+        self._lock = threading.Lock()
+
+    def index(self) -> _Index:
+        revision = self.state.revision(*INDEX_KINDS)
+        with self._lock:
+            if self._index is None or self._index.revision != revision:
+                self._index = _Index(self.state)
+            return self._index
+
+    @property
+    def problems(self) -> list[str]:
+        """Cluster objects skipped because they are malformed."""
+        return list(self.index().problems)
+
+    def __call__(
+        self, claims: Sequence[PodClaim], node_labels: Mapping[str, str] | None = None
+    ) -> Placement:
+        return self.place(claims, node_labels)
+
+    def place(
+        self,
+        claims: Sequence[PodClaim],
+        node_labels: Mapping[str, str] | None = None,
+        node: str | None = None,
+    ) -> Placement:
+        """Place all claims together on one node (matching `node_labels`, or named `node`)."""
+        index = self.index()
+        with index.lock:
+            return _place(index, claims, node_labels, node, self.allow_when_busy)
+
+
+def _place(
+    index: _Index,
+    claims: Sequence[PodClaim],
+    node_labels: Mapping[str, str] | None,
+    node_name: str | None,
+    allow_when_busy: bool,
+) -> Placement:
+    fixed = [c for c in claims if c.allocation]
+    todo = [c for c in claims if not c.allocation]
+    nodes = [
+        n
+        for n in index.nodes
+        if (node_name is None or (n.get("metadata") or {}).get("name") == node_name)
+        and _labels_match(n, node_labels)
+        and all(_fits_allocation(n, c.allocation) for c in fixed)
+    ]
+    if node_name is not None and not any(
+        (n.get("metadata") or {}).get("name") == node_name for n in index.nodes
+    ):
+        return Placement(False, None, (), f"node {node_name} not found")
+    if not nodes:
+        where = "matching the claims' existing allocations and labels"
+        return Placement(False, None, (), f"no node {where}")
+    specs = [c.spec for c in todo]
+    names = [_claim_label(c) for c in todo]
+    own = frozenset().union(*(index.allocated_by.get(c.key, frozenset()) for c in todo))
+    allocated = index.allocated - own if own else index.allocated
+    try:
+        found, invalid = _search(index, nodes, specs, names, allocated)
+        if found is None and allow_when_busy and allocated:
+            busy, _ = _search(index, nodes, specs, names, frozenset())
+            if busy is not None:
+                return Placement(True, None, (), "fits once allocated devices are released")
+    except AllocationError as exc:
+        return Placement(False, None, (), str(exc), invalid=True)
+    if found is not None:
+        name, results = found
+        return Placement(True, name, _merge(claims, results), "")
+    reason = _diagnose(index, nodes, todo, allocated)
+    if invalid:
+        reason += f"; {invalid}"
+    return Placement(False, None, (), reason)
+
+
+def _fits_allocation(node: Mapping[str, Any], allocation: Mapping[str, Any] | None) -> bool:
+    selector = (allocation or {}).get("nodeSelector")
+    return not selector or selector_matches(node, selector)
+
+
+def _merge(
+    claims: Sequence[PodClaim], results: list[dict[str, Any]]
+) -> tuple[Mapping[str, Any], ...]:
+    out: list[Mapping[str, Any]] = []
+    fresh = iter(results)
+    for claim in claims:
+        out.append(claim.allocation if claim.allocation else next(fresh))
+    return tuple(out)
+
+
+def _search(
+    index: _Index,
+    nodes: Sequence[Mapping[str, Any]],
+    specs: Sequence[ClaimSpec],
+    names: Sequence[str],
+    allocated: frozenset[DeviceID],
+) -> tuple[tuple[str, list[dict[str, Any]]] | None, str]:
+    """The first node (in name order) where the claims fit, or None and any invalid-pool text."""
+    need = _minimum_per_class(specs)
+    invalid = ""
+    for node in nodes:
+        view = index.view(node)
+        # Free counts exclude every allocated device, so they only bound the current view.
+        if allocated is index.allocated and any(
+            index.free(view, cls) < n for cls, n in need.items()
+        ):
+            continue
+        try:
+            results = allocate(
+                specs,
+                node,
+                classes=index.classes,
+                allocated=allocated,
+                claim_names=names,
+                pools=view.pools,
+                memo=index.memo,
+            )
+        except InvalidPoolsError as exc:
+            invalid = invalid or str(exc)  # node-local: other nodes may still do
+            continue
+        if results is not None:
+            return (str((node.get("metadata") or {}).get("name")), results), invalid
+    return None, invalid
+
+
+def _diagnose(
+    index: _Index,
+    nodes: Sequence[Mapping[str, Any]],
+    claims: Sequence[PodClaim],
+    allocated: frozenset[DeviceID],
+) -> str:
+    """Name the first request no node can meet on its own, with the best any node offers."""
+    for claim in claims:
+        for request in claim.spec.requests:
+            alternatives = (
+                [(request.name, request.exactly)]
+                if request.exactly is not None
+                else [(f"{request.name}/{s.name}", s.exact) for s in request.first_available]
+            )
+            worst = None
+            for label, exact in alternatives:
+                attribute = _matched_attribute(claim.spec, request.name, label)
+                need = 1 if exact.allocation_mode == "All" else exact.count
+                best = max(
+                    (_offer(index, index.view(n), exact, attribute, allocated) for n in nodes),
+                    default=0,
+                )
+                if best >= need:
+                    worst = None
+                    break
+                worst = worst or _shortfall(label, claim, exact, need, attribute, best)
+            if worst:
+                return worst
+    total = len(nodes)
+    return (
+        f"the claims fit no node together ({total} node{'s' if total != 1 else ''} checked): "
+        "each request fits somewhere, but not all at once on one node"
+    )
+
+
+def _shortfall(
+    label: str, claim: PodClaim, exact: ExactRequest, need: int, attribute: str | None, best: int
+) -> str:
+    noun = "device" if need == 1 else "devices"
+    same = f" with the same {attribute}" if attribute else ""
+    where = "the most any node offers is" if best else "no node offers any, found"
+    return (
+        f"request {label} of claim {_claim_label(claim)}: needs {need} {noun} of class "
+        f"{exact.device_class_name}{same}; {where} {best}"
+    )
+
+
+def _matched_attribute(spec: ClaimSpec, request: str, label: str) -> str | None:
+    for constraint in spec.constraints:
+        if constraint.match_attribute and (
+            not constraint.requests
+            or request in constraint.requests
+            or label in constraint.requests
+        ):
+            return constraint.match_attribute
+    return None
+
+
+def _offer(
+    index: _Index,
+    view: _NodeView,
+    exact: ExactRequest,
+    attribute: str | None,
+    allocated: frozenset[DeviceID],
+) -> int:
+    device_class = index.classes.get(exact.device_class_name)
+    if device_class is None:
+        return 0
+    groups: dict[Any, int] = {}
+    for device, _ in _devices(view.pools, view.node):
+        if not exact.admin_access and device.id in allocated:
+            continue
+        if not index.matches(device, (*device_class.selectors, *exact.selectors)):
+            continue
+        key: Any = None
+        if attribute:
+            name = attribute if "/" in attribute else f"{device.driver}/{attribute}"
+            key = device.attributes.get(name)
+            if key is None:
+                continue
+        groups[key] = groups.get(key, 0) + 1
+    return max(groups.values(), default=0)
+
+
+_PLACERS: weakref.WeakKeyDictionary[ClusterState, Placer] = weakref.WeakKeyDictionary()
+_PLACERS_LOCK = threading.Lock()
+
+
+def make_placer(state: ClusterState, allow_when_busy: bool = False) -> Placer:
+    """A placer for admission: `placer(claims, node_labels)` -> Placement (cached indexes)."""
+    return Placer(state, allow_when_busy)
+
+
+def place_claims(
+    claims: Sequence[PodClaim],
+    state: ClusterState,
+    node_labels: Mapping[str, str] | None = None,
+    node: str | None = None,
+) -> Placement:
+    """Place all claims together on one node of `state` (the named `node` if given)."""
+    with _PLACERS_LOCK:
+        placer = _PLACERS.get(state)
+        if placer is None:
+            placer = _PLACERS[state] = Placer(state)
+    return placer.place(claims, node_labels, node)
