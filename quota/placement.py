@@ -306,6 +306,9 @@ def _search(
     allocated: frozenset[DeviceID],
 ) -> tuple[tuple[str, list[dict[str, Any]]] | None, str]:
     """The first node (in name order) where the claims fit, or None and any invalid-pool text."""
+    # Invalid input (unknown class, bad CEL, > 32 devices) must surface even when every node
+    # is skipped below: validate against no devices first.
+    allocate(specs, None, classes=index.classes, claim_names=names, pools=(), memo=index.memo)
     need = _minimum_per_class(specs)
     invalid = ""
     for node in nodes:
@@ -373,10 +376,10 @@ def _shortfall(
 ) -> str:
     noun = "device" if need == 1 else "devices"
     same = f" with the same {attribute}" if attribute else ""
-    where = "the most any node offers is" if best else "no node offers any, found"
+    offer = f"the most any node offers is {best}" if best else "no node offers any"
     return (
         f"request {label} of claim {_claim_label(claim)}: needs {need} {noun} of class "
-        f"{exact.device_class_name}{same}; {where} {best}"
+        f"{exact.device_class_name}{same}; {offer}"
     )
 
 

@@ -1,0 +1,222 @@
+"""Cluster-wide placement: one node for all claims of a pod, or a reason naming the request."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from quota.claims import PodClaim
+from quota.claimspec import parse_claim_spec
+from quota.cluster import ClusterState
+from quota.devices import claim_devices
+from quota.placement import Placement, make_placer, place_claims
+
+GPU = "gpu.example.com"
+ROOT = "resource.kubernetes.io/pcieRoot"
+
+
+def gpu_class() -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": GPU},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{GPU}"'}}]},
+    }
+
+
+def node(name: str, **labels: str) -> dict[str, Any]:
+    return {"kind": "Node", "metadata": {"name": name, "labels": labels}}
+
+
+def gpus(node_name: str, roots: list[str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node_name}-gpus"},
+        "spec": {
+            "driver": GPU,
+            "nodeName": node_name,
+            "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
+            "devices": [
+                {"name": f"gpu-{i}", "attributes": {ROOT: {"string": root}}}
+                for i, root in enumerate(roots)
+            ],
+        },
+    }
+
+
+def allocated_claim(name: str, node_name: str, *devices: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": "team-a"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU}}]}},
+        "status": {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {"request": "gpu", "driver": GPU, "pool": node_name, "device": d}
+                        for d in devices
+                    ]
+                },
+                "nodeSelector": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchFields": [
+                                {"key": "metadata.name", "operator": "In", "values": [node_name]}
+                            ]
+                        }
+                    ]
+                },
+            }
+        },
+    }
+
+
+def cluster(*extra: dict[str, Any]) -> ClusterState:
+    return ClusterState(
+        [
+            gpu_class(),
+            node("node-1", zone="a"),
+            node("node-2", zone="b"),
+            gpus("node-1", ["pci-a"] * 4),
+            gpus("node-2", ["pci-a", "pci-a", "pci-b", "pci-b"]),
+            *extra,
+        ]
+    )
+
+
+def template_claim(
+    name: str, count: int, selectors: tuple[str, ...] = (), match: bool = False
+) -> PodClaim:
+    exactly: dict[str, Any] = {"deviceClassName": GPU, "count": count}
+    if selectors:
+        exactly["selectors"] = [{"cel": {"expression": s}} for s in selectors]
+    devices: dict[str, Any] = {"requests": [{"name": "gpu", "exactly": exactly}]}
+    if match:
+        devices["constraints"] = [{"matchAttribute": ROOT}]
+    spec = parse_claim_spec({"devices": devices}, "v1", f"ResourceClaimTemplate team-a/{name}")
+    return PodClaim(name, "team-a", spec, claim_devices(spec), template=name)
+
+
+def devices_of(placement: Placement) -> list[list[str]]:
+    return [[r["device"] for r in a["devices"]["results"]] for a in placement.allocations]
+
+
+def test_two_claims_share_the_first_node_that_fits_both() -> None:
+    placement = place_claims([template_claim("a", 2), template_claim("b", 2)], cluster())
+    assert placement.ok and placement.node == "node-1"
+    assert devices_of(placement) == [["gpu-0", "gpu-1"], ["gpu-2", "gpu-3"]]
+
+
+def test_unplaceable_request_is_named_with_the_best_any_node_offers() -> None:
+    placement = place_claims([template_claim("gpu-tmpl", 5, match=True)], cluster())
+    assert not placement.ok and not placement.invalid
+    assert placement.reason == (
+        "request gpu of claim gpu-tmpl: needs 5 devices of class gpu.example.com "
+        "with the same resource.kubernetes.io/pcieRoot; the most any node offers is 4"
+    )
+
+
+def test_constraint_decides_the_node() -> None:
+    selector = f'device.attributes["{ROOT.split("/")[0]}"].pcieRoot == "pci-b"'
+    placement = place_claims([template_claim("b", 2, (selector,), match=True)], cluster())
+    assert placement.ok and placement.node == "node-2"
+    assert devices_of(placement) == [["gpu-2", "gpu-3"]]
+
+
+def test_allocated_devices_are_honoured() -> None:
+    state = cluster(allocated_claim("busy", "node-1", "gpu-0", "gpu-1", "gpu-2"))
+    placement = place_claims([template_claim("a", 2)], state)
+    assert placement.ok and placement.node == "node-2"
+
+
+def test_busy_cluster_is_unplaceable_now_but_admissible_when_allowed() -> None:
+    state = cluster(
+        allocated_claim("busy-1", "node-1", "gpu-0", "gpu-1", "gpu-2", "gpu-3"),
+        allocated_claim("busy-2", "node-2", "gpu-0", "gpu-1", "gpu-2"),
+    )
+    claims = [template_claim("a", 2)]
+    now = place_claims(claims, state)
+    assert not now.ok
+    assert "the most any node offers is 1" in now.reason
+    later = make_placer(state, allow_when_busy=True)(claims, None)
+    assert later.ok and later.node is None
+
+
+def test_node_labels_restrict_the_nodes() -> None:
+    placer = make_placer(cluster())
+    claims = [template_claim("gpu-tmpl", 3, match=True)]
+    assert placer(claims, {"zone": "a"}).node == "node-1"
+    restricted = placer(claims, {"zone": "b"})
+    assert not restricted.ok
+    assert "the most any node offers is 2" in restricted.reason
+    assert not placer(claims, {"zone": "nowhere"}).ok
+
+
+def test_named_node() -> None:
+    state = cluster()
+    assert place_claims([template_claim("a", 1)], state, node="node-2").node == "node-2"
+    assert not place_claims([template_claim("a", 1)], state, node="node-3").ok
+
+
+def test_invalid_claim_is_a_distinct_outcome() -> None:
+    placement = place_claims([template_claim("bad", 1, ("nosuchvar == 1",))], cluster())
+    assert not placement.ok and placement.invalid
+    assert "undeclared reference" in placement.reason
+
+
+def test_unknown_class_is_invalid() -> None:
+    spec = parse_claim_spec(
+        {"devices": {"requests": [{"name": "x", "exactly": {"deviceClassName": "nope"}}]}},
+        "v1",
+        "ResourceClaimTemplate team-a/x",
+    )
+    placement = place_claims([PodClaim("x", "team-a", spec, {}, template="x")], cluster())
+    assert placement.invalid and "could not retrieve device class nope" in placement.reason
+
+
+def test_index_is_rebuilt_when_the_cluster_changes() -> None:
+    state = cluster()
+    placer = make_placer(state)
+    claims = [template_claim("big", 6)]
+    assert not placer(claims, None).ok
+    state.upsert(node("node-3"))
+    state.upsert(gpus("node-3", ["pci-c"] * 8))
+    placement = placer(claims, None)
+    assert placement.ok and placement.node == "node-3"
+
+
+def test_already_allocated_shared_claim_pins_the_node() -> None:
+    shared_obj = allocated_claim("shared", "node-2", "gpu-0")
+    state = cluster(shared_obj)
+    spec = parse_claim_spec(shared_obj["spec"], "v1", "ResourceClaim team-a/shared")
+    shared = PodClaim(
+        "shared",
+        "team-a",
+        spec,
+        claim_devices(spec),
+        claim="shared",
+        allocation=shared_obj["status"]["allocation"],
+    )
+    placement = place_claims([shared, template_claim("a", 1)], state)
+    assert placement.ok and placement.node == "node-2"
+    assert placement.allocations[0] == shared_obj["status"]["allocation"]
+    assert devices_of(placement)[1] == ["gpu-1"]
+
+
+def test_malformed_slices_are_skipped_not_raised() -> None:
+    broken = gpus("node-9", ["x"])
+    broken["spec"]["pool"]["generation"] = "one"
+    state = cluster(broken)
+    placer = make_placer(state)
+    assert placer([template_claim("a", 1)], None).ok
+    assert any("spec.pool.generation" in p for p in placer.problems)
+
+
+@pytest.mark.parametrize("count", [1, 4])
+def test_placement_is_deterministic(count: int) -> None:
+    state = cluster()
+    claims = [template_claim("a", count)]
+    assert place_claims(claims, state) == place_claims(claims, state)
