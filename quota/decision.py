@@ -23,7 +23,7 @@ from quota.charge import QUEUE_LABEL, Charge
 from quota.claims import PodClaim
 from quota.cluster import ClusterState, Obj
 from quota.demand import PodDemand, pod_demand
-from quota.errors import DraquotaError, InvalidObject, NotFound
+from quota.errors import DraquotaError, NotFound
 from quota.quantity import sat_add
 from quota.queues import ClusterQueue, LocalQueue, QueueTable, namespace_selected, queue_table
 from quota.settings import Settings
@@ -366,11 +366,14 @@ def decide(
         return _evaluate(workload, state, usage, settings, placer, operation, reservation)
     except NotFound as exc:
         kind = "ClaimNotFound" if exc.kind.startswith("ResourceClaim") else "NotFound"
-        return _deny(kind, str(exc))
-    except InvalidObject as exc:
-        return _deny("InvalidObject", str(exc), code=400)
+        return _deny(kind, _sentence(str(exc)))
     except DraquotaError as exc:
-        return _deny("InvalidObject", str(exc), code=400)
+        return _deny("InvalidObject", _sentence(str(exc)), code=400)
+
+
+def _sentence(message: str) -> str:
+    """Kubernetes message style: errors start with the object (`Pod ns/name`), lowercased."""
+    return message[:1].lower() + message[1:]
 
 
 def _usage_route(workload: Workload, table: QueueTable) -> _Route | None:

@@ -1,0 +1,285 @@
+"""The admission decision: table-driven scenarios (fixtures/queues) plus placement and edge cases."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from quota.charge import CHARGE_ANNOTATION, Charge
+from quota.claims import PodClaim
+from quota.cluster import ClusterState
+from quota.decision import Decision, decide
+from quota.settings import Settings
+from quota.usage import Usage, usage_from_pods
+from tests.quota.queue_builders import scenario_objects, submission_object
+
+FIXTURES = Path(__file__).parent / "fixtures" / "queues"
+
+
+def _scenarios() -> list[Any]:
+    params = []
+    for path in sorted(FIXTURES.glob("*.yaml")):
+        for scenario in yaml.safe_load(path.read_text(encoding="utf-8"))["scenarios"]:
+            params.append(pytest.param(scenario, id=f"{path.stem}/{scenario['id']}"))
+    return params
+
+
+def _check(decision: Decision, expect: Mapping[str, Any], where: str) -> None:
+    assert decision.allowed is expect["allowed"], f"{where}: {decision}"
+    if "reason" in expect:
+        assert decision.reason == expect["reason"], where
+    if "code" in expect:
+        assert decision.code == expect["code"], where
+    if "message" in expect:
+        assert decision.message == expect["message"], where
+    for text in expect.get("contains", ()):
+        assert text in decision.message, f"{where}: {decision.message}"
+    for text in expect.get("warnings_contain", ()):
+        assert any(text in w for w in decision.warnings), f"{where}: {decision.warnings}"
+    if "borrowing" in expect:
+        borrows = any("borrows quota from cohort" in w for w in decision.warnings)
+        assert borrows is expect["borrowing"], f"{where}: {decision.warnings}"
+    if "charge" in expect:
+        assert expect["charge"] is None and decision.charge is None, where
+    charge = decision.charge
+    if "flavors" in expect:
+        assert charge is not None, where
+        for resource, flavor in expect["flavors"].items():
+            assert charge.flavors[resource] == flavor, f"{where}: {charge.flavors}"
+    if "usage" in expect:
+        assert charge is not None and dict(charge.usage) == expect["usage"], f"{where}: {charge}"
+    if "shared_claims" in expect:
+        assert charge is not None, where
+        assert {k: dict(v) for k, v in charge.shared_claims.items()} == expect["shared_claims"]
+    if "node_selector" in expect:
+        assert dict(decision.node_selector) == expect["node_selector"], where
+    if not decision.allowed:
+        assert decision.charge is None and decision.code in (400, 403), where
+        assert decision.message and decision.message[0].islower(), where
+        assert not decision.message.endswith("."), where
+
+
+def _run(scenario: Mapping[str, Any]) -> list[Decision]:
+    objects = scenario_objects(scenario)
+    state = ClusterState(objects)
+    settings = Settings.from_mapping(scenario.get("settings"))
+    usage = usage_from_pods(state, settings)
+    decisions = []
+    for sub in scenario["submit"]:
+        obj, _ = submission_object(sub)
+        before = copy.deepcopy(obj)
+        decision = decide(obj, state, usage, settings)
+        assert obj == before, "decide must not mutate its input"
+        assert decide(obj, state, usage.copy(), settings) == decision, "not deterministic"
+        _check(decision, sub["expect"], f"{scenario['id']}/{sub['name']}")
+        if decision.allowed and decision.charge is not None:
+            usage.add(f"{sub.get('ns', 'team-a')}/{sub['name']}", decision.charge)
+        decisions.append(decision)
+    return decisions
+
+
+@pytest.mark.parametrize("scenario", _scenarios())
+def test_scenario(scenario: Mapping[str, Any]) -> None:
+    _run(scenario)
+
+
+# --- placement, with a fake placer -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FakePlacement:
+    ok: bool
+    reason: str = ""
+    node: str | None = None
+
+
+class FakePlacer:
+    """Places claims only on nodes whose labels include `pool` in `pools`."""
+
+    def __init__(self, pools: set[str], anywhere: bool = True) -> None:
+        self.pools = pools
+        self.anywhere = anywhere
+        self.calls: list[tuple[tuple[str, ...], Mapping[str, str] | None]] = []
+
+    def __call__(
+        self, claims: Sequence[PodClaim], labels: Mapping[str, str] | None
+    ) -> FakePlacement:
+        self.calls.append((tuple(c.entry for c in claims), labels))
+        if labels is None:
+            if self.anywhere:
+                return FakePlacement(True, node="node-1")
+            return FakePlacement(False, "request r0 of claim devices: needs 9 devices, at most 8")
+        if labels.get("pool") in self.pools:
+            return FakePlacement(True, node=f"node-{labels['pool']}")
+        return FakePlacement(False, "no node has enough free devices")
+
+
+PLACEMENT_SCENARIO = {
+    "flavors": [
+        {"name": "on-demand", "nodeLabels": {"pool": "on-demand"}},
+        {"name": "spot", "nodeLabels": {"pool": "spot"}},
+    ],
+    "queues": [
+        {
+            "name": "a",
+            "classes": {"gpus": ["gpu.example.com"]},
+            "groups": [{"on-demand": {"gpus": 4}, "spot": {"gpus": 4}}],
+        }
+    ],
+    "localQueues": {"team-a/default": "a"},
+    "submit": [{"name": "p", "devices": {"gpu.example.com": 1}}],
+}
+
+
+def _placement_setup(
+    placement: str = "Enforce",
+) -> tuple[dict[str, Any], ClusterState, Settings]:
+    state = ClusterState(scenario_objects(PLACEMENT_SCENARIO))
+    pod, _ = submission_object(PLACEMENT_SCENARIO["submit"][0])
+    return pod, state, Settings(placement=placement)
+
+
+def test_flavor_kept_only_where_claims_can_be_placed() -> None:
+    pod, state, settings = _placement_setup()
+    placer = FakePlacer({"spot"})
+    decision = decide(pod, state, Usage(), settings, placer)
+    assert decision.allowed
+    assert decision.charge is not None and decision.charge.flavors == {"gpus": "spot"}
+    assert decision.node_selector == {"pool": "spot"}
+    assert (("devices",), {"pool": "on-demand"}) in placer.calls
+
+
+def test_no_placeable_flavor_denies_with_placement_reason() -> None:
+    pod, state, settings = _placement_setup()
+    decision = decide(pod, state, Usage(), settings, FakePlacer(set()))
+    assert not decision.allowed and decision.reason == "QuotaExceeded"
+    assert (
+        "flavor spot: claims cannot be placed on nodes with labels pool=spot: "
+        "no node has enough free devices" in decision.message
+    )
+
+
+def test_unplaceable_anywhere_denied() -> None:
+    pod, state, settings = _placement_setup()
+    decision = decide(pod, state, Usage(), settings, FakePlacer({"spot"}, anywhere=False))
+    assert not decision.allowed
+    assert decision.reason == "Unplaceable" and decision.code == 403
+    assert decision.message == (
+        "pod team-a/p: claims cannot be placed on any node: "
+        "request r0 of claim devices: needs 9 devices, at most 8"
+    )
+
+
+def test_placement_warn_turns_denial_into_warning() -> None:
+    pod, state, settings = _placement_setup("Warn")
+    decision = decide(pod, state, Usage(), settings, FakePlacer(set(), anywhere=False))
+    assert decision.allowed
+    assert decision.charge is not None and decision.charge.flavors == {"gpus": "on-demand"}
+    assert any("cannot be placed on any node" in w for w in decision.warnings)
+    assert any("flavor on-demand: claims cannot be placed" in w for w in decision.warnings)
+
+
+def test_placement_off_never_calls_the_placer() -> None:
+    pod, state, settings = _placement_setup("Off")
+    placer = FakePlacer(set(), anywhere=False)
+    assert decide(pod, state, Usage(), settings, placer).allowed
+    assert placer.calls == []
+
+
+# --- operations, reservations, bad input ----------------------------------------------
+
+
+SMALL = {
+    "queues": [
+        {
+            "name": "a",
+            "classes": {"gpus": ["gpu.example.com"]},
+            "groups": [{"default": {"gpus": 1}}],
+        }
+    ],
+    "localQueues": {"team-a/default": "a"},
+    "submit": [{"name": "p", "devices": {"gpu.example.com": 1}}],
+}
+
+
+def _small() -> tuple[dict[str, Any], ClusterState]:
+    pod, _ = submission_object(SMALL["submit"][0])
+    return pod, ClusterState(scenario_objects(SMALL))
+
+
+def test_retried_admission_does_not_count_its_own_reservation() -> None:
+    pod, state = _small()
+    usage = Usage()
+    first = decide(pod, state, usage, Settings(), reservation="uid-1")
+    assert first.allowed and first.charge is not None and first.charge.reservation == "uid-1"
+    usage.add("uid-1", first.charge)
+    assert decide(pod, state, usage, Settings(), reservation="uid-1").allowed
+    assert not decide(pod, state, usage, Settings(), reservation="uid-2").allowed
+
+
+def test_update_of_existing_pod_over_quota_is_allowed_with_warning() -> None:
+    pod, state = _small()
+    usage = Usage()
+    other = decide(
+        {**pod, "metadata": {**pod["metadata"], "name": "other"}}, state, usage, Settings()
+    )
+    assert other.charge is not None
+    usage.add("team-a/other", other.charge)
+    assert not decide(pod, state, usage, Settings()).allowed
+    update = decide(pod, state, usage, Settings(), operation="UPDATE")
+    assert update.allowed and update.charge is not None
+    assert any("update allowed" in w for w in update.warnings)
+
+
+def test_delete_and_terminal_pods_are_not_checked() -> None:
+    pod, state = _small()
+    full = Usage({"x": Charge("a", "team-a/default", {"gpus": "default"}, {"gpus": 1})})
+    assert decide(pod, state, full, Settings(), operation="DELETE").allowed
+    done = {**pod, "status": {"phase": "Succeeded"}}
+    assert decide(done, state, full, Settings()).reason == "NotManaged"
+
+
+@pytest.mark.parametrize(
+    ("obj", "path"),
+    [
+        pytest.param({"kind": "Pod"}, "kind", id="no-metadata"),
+        pytest.param(
+            {
+                "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "team-a"},
+                "spec": {"resourceClaims": "x"},
+            },
+            "spec.resourceClaims",
+            id="claims-not-a-list",
+        ),
+        pytest.param(
+            {"kind": "Widget", "metadata": {"name": "w", "namespace": "team-a"}},
+            "kind",
+            id="unsupported-kind",
+        ),
+    ],
+)
+def test_malformed_object_is_a_400_decision(obj: dict[str, Any], path: str) -> None:
+    _, state = _small()
+    decision = decide(obj, state, Usage(), Settings())
+    assert not decision.allowed and decision.code == 400 and decision.reason == "InvalidObject"
+    assert path in decision.message
+
+
+def test_admitted_charge_round_trips_through_the_annotation() -> None:
+    pod, state = _small()
+    decision = decide(pod, state, Usage(), Settings())
+    assert decision.charge is not None
+    text = decision.charge.to_annotation()
+    assert Charge.from_annotation(text, "Pod team-a/p") == decision.charge
+    stamped = {**pod, "metadata": {**pod["metadata"], "annotations": {CHARGE_ANNOTATION: text}}}
+    state.upsert(stamped)
+    rebuilt = usage_from_pods(state, Settings())
+    assert rebuilt.charge_of("team-a/p") == decision.charge
+    assert decision.queue_name == "default"
