@@ -1,4 +1,4 @@
-"""The admission decision: table-driven scenarios (fixtures/queues) plus placement and edge cases."""
+"""The admission decision: scenario tables (fixtures/queues), placement and edge cases."""
 
 from __future__ import annotations
 
