@@ -170,6 +170,8 @@ class WatchStream:
                         yield orjson.loads(line)
         except (urllib3.exceptions.HTTPError, OSError, orjson.JSONDecodeError) as exc:
             raise TransportError(f"watch {self.path}: {exc}") from exc
+        except (AttributeError, ValueError) as exc:  # http.client after close() from another thread
+            raise TransportError(f"watch {self.path}: stream closed") from exc
         finally:
             self.close()
             self._response.release_conn()

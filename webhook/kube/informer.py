@@ -106,6 +106,9 @@ class Informer:
                 self._failed(exc)
             except TransportError as exc:
                 self._failed(exc)
+            except Exception as exc:  # the informer thread must survive anything
+                log.exception("%s: unexpected error", self.resource.plural)
+                self._failed(exc)
 
     def _failed(self, exc: Exception) -> None:
         if self._stop.is_set():
