@@ -277,8 +277,10 @@ def create_app(
             log.exception("admission failed", extra={"uid": req.uid, "endpoint": endpoint})
             outcome = _deny(403, "InternalError", f"{req.ref}: draquota failed to decide: {exc}")
         document = review_response(req.uid, outcome, mutating)
-        elapsed = time.perf_counter() - started
-        _record(metrics, endpoint, req, outcome, decision, elapsed)
+        try:
+            _record(metrics, endpoint, req, outcome, decision, time.perf_counter() - started)
+        except Exception:
+            log.exception("recording the admission failed", extra={"uid": req.uid})
         return Response(orjson.dumps(document), media_type="application/json")
 
     @app.post("/mutate")
@@ -333,13 +335,12 @@ def _record(
                 "endpoint": endpoint,
                 "operation": req.operation,
                 "kind": req.kind,
-                "namespace": req.namespace,
-                "name": req.name,
+                "object": req.ref,
                 "dry_run": req.dry_run,
                 "allowed": outcome.allowed,
                 "code": outcome.code,
                 "reason": reason,
-                "message": outcome.message,
+                "denial": outcome.message,
                 "patch_ops": len(outcome.patch),
                 "duration_ms": round(elapsed * 1000, 3),
             },

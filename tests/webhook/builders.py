@@ -21,6 +21,7 @@ __all__ = [
     "FakeBackend",
     "cluster_objects",
     "cluster_state",
+    "node_objects",
     "pod",
     "review",
 ]
@@ -101,6 +102,37 @@ def cluster_objects(gpus: int = 2) -> list[dict[str, Any]]:
             },
         },
     ]
+
+
+def node_objects(nodes: int, gpus_per_node: int = 8) -> list[dict[str, Any]]:
+    """Nodes labelled for flavor a100, each with a ResourceSlice of `gpus_per_node` GPUs."""
+    objects: list[dict[str, Any]] = []
+    for i in range(nodes):
+        name = f"node-{i:04d}"
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": name,
+                    "labels": {**FLAVOR_LABELS, "kubernetes.io/hostname": name},
+                },
+            }
+        )
+        objects.append(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceSlice",
+                "metadata": {"name": f"{name}-{GPU_CLASS}"},
+                "spec": {
+                    "driver": GPU_CLASS,
+                    "nodeName": name,
+                    "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                    "devices": [{"name": f"gpu-{d}"} for d in range(gpus_per_node)],
+                },
+            }
+        )
+    return objects
 
 
 def cluster_state(gpus: int = 2) -> ClusterState:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import io
+import logging
 from typing import Any
 
 import jsonpatch
@@ -22,6 +24,7 @@ from tests.webhook.builders import (
 )
 from webhook.app import MAX_BODY_BYTES, create_app
 from webhook.backend import MemoryLedger
+from webhook.logs import JsonFormatter
 
 
 class Harness:
@@ -292,3 +295,23 @@ def test_metrics_registries_are_per_app() -> None:
     first, second = Harness(), Harness()
     first.admit(_gpu_pod("p"))
     assert "draquota_admission_decisions_total{" not in second.client.get("/metrics").text
+
+
+def test_denials_are_logged_as_json_carrying_the_admission_uid() -> None:
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger("draquota.admission")
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        h = Harness(gpus=1)
+        document = review(_gpu_pod("p", gpus=2), uid="uid-logged")
+        assert not h.call("validate", document)["allowed"]
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(logging.NOTSET)
+    entries = [orjson.loads(line) for line in stream.getvalue().splitlines()]
+    denial = next(e for e in entries if e.get("uid") == "uid-logged")
+    assert denial["level"] == "info" and denial["reason"] == "QuotaExceeded"
+    assert denial["object"] == "Pod team-a/p" and denial["allowed"] is False

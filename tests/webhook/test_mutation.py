@@ -1,4 +1,4 @@
-"""The mutating patch: queue label defaulting, charge annotation, flavor nodeSelector, idempotence."""
+"""The mutating patch: queue label default, charge annotation, flavor nodeSelector, idempotence."""
 
 from __future__ import annotations
 

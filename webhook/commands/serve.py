@@ -74,7 +74,11 @@ def _live(args: argparse.Namespace, settings: Settings) -> tuple[Backend, Ledger
         from webhook.kube.ledger import ClusterLedger
     except ImportError as exc:
         return f"the live-cluster backend is not available in this build: {exc}"
-    client = KubeClient(api_client(args.kubeconfig, args.in_cluster))
+    try:
+        client = KubeClient(api_client(args.kubeconfig, args.in_cluster))
+    except Exception as exc:  # the kubernetes client's config errors have no common base
+        where = "in-cluster config" if args.in_cluster else f"kubeconfig {args.kubeconfig}"
+        return f"cannot build a Kubernetes client from the {where}: {exc}"
     backend = KubeBackend(client)
     return backend, ClusterLedger(client, backend, settings)
 

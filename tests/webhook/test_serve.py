@@ -1,0 +1,201 @@
+"""`draquota serve` for real: a subprocess on 127.0.0.1 over TLS, certificate reload, shutdown."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+import yaml
+
+from certs.files import write_material
+from certs.rotation import issue
+from certs.serving import ServingSpec
+from tests.webhook.builders import cluster_objects, node_objects, pod, review
+
+pytestmark = pytest.mark.integration
+
+SPEC = ServingSpec(dns_names=("localhost",), ips=("127.0.0.1",))
+DEADLINE = 30.0
+
+
+def _issue(cert_dir: Path) -> None:
+    write_material(cert_dir, issue(SPEC, datetime.now(UTC)))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _serve(log: Path, *args: str) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "webhook.cli", "serve", *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+
+
+class Server:
+    def __init__(self, tmp: Path) -> None:
+        self.state = tmp / "state"
+        self.state.mkdir()
+        (self.state / "cluster.yaml").write_text(
+            yaml.safe_dump_all(cluster_objects(2) + node_objects(2))
+        )
+        self.certs = tmp / "certs"
+        _issue(self.certs)
+        self.port = _free_port()
+        self.url = f"https://127.0.0.1:{self.port}"
+        self.log = tmp / "server.log"
+        self.process = _serve(
+            self.log,
+            "--state", str(self.state), "--cert-dir", str(self.certs),
+            "--host", "127.0.0.1", "--port", str(self.port), "--watch-interval", "0.2",
+        )  # fmt: skip
+
+    def context(self) -> ssl.SSLContext:
+        """A client context trusting the CA currently in the cert dir."""
+        return ssl.create_default_context(cafile=str(self.certs / "ca.crt"))
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + DEADLINE
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, self.log.read_text()
+            try:
+                if httpx.get(f"{self.url}/readyz", verify=self.context()).status_code == 200:
+                    return
+            except httpx.TransportError:
+                time.sleep(0.1)
+        raise AssertionError("server did not become ready")
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=DEADLINE)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    running = Server(tmp_path)
+    try:
+        running.wait_ready()
+        yield running
+    finally:
+        running.stop()
+
+
+def test_admission_over_tls_with_a_client_trusting_the_ca(server: Server) -> None:
+    with httpx.Client(base_url=server.url, verify=server.context()) as client:
+        answer = client.post("/validate", content=orjson.dumps(review(pod("p"))))
+        assert answer.status_code == 200
+        response = answer.json()["response"]
+        assert response["allowed"] is True, response
+        over = client.post("/validate", content=orjson.dumps(review(pod("q", ("one-gpu",) * 2))))
+        assert over.json()["response"]["status"]["reason"] == "QuotaExceeded"
+        assert 'draquota_queue_usage{cluster_queue="team-a"' in client.get("/metrics").text
+
+
+def test_plain_http_is_not_served(server: Server) -> None:
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"http://127.0.0.1:{server.port}/healthz", timeout=5)
+
+
+def _http_get(conn: ssl.SSLSocket, path: str) -> bytes:
+    conn.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+    data = b""
+    while b"\r\n\r\n" not in data or not data.endswith(b"}"):
+        chunk = conn.recv(4096)
+        if not chunk:
+            raise ConnectionError("connection closed by the server")
+        data += chunk
+    return data
+
+
+def _peer_serial(server: Server, context: ssl.SSLContext) -> bytes | None:
+    with (
+        socket.create_connection(("127.0.0.1", server.port), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as conn,
+    ):
+        return conn.getpeercert(binary_form=True)
+
+
+def test_certificate_reload_serves_the_new_one_without_dropping_connections(
+    server: Server,
+) -> None:
+    old_context = server.context()
+    raw = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    kept = old_context.wrap_socket(raw, server_hostname="127.0.0.1")
+    try:
+        assert b" 200 " in _http_get(kept, "/healthz")
+        before = kept.getpeercert(binary_form=True)
+        _issue(server.certs)  # a new CA and serving certificate
+        new_context = server.context()
+        deadline = time.monotonic() + DEADLINE
+        while True:
+            try:
+                if _peer_serial(server, new_context) != before:
+                    break
+            except ssl.SSLError:
+                pass  # still the old certificate, which the new CA does not trust
+            assert time.monotonic() < deadline, "new certificate never served"
+            time.sleep(0.1)
+        assert b" 200 " in _http_get(kept, "/healthz"), "the open connection keeps working"
+        with pytest.raises(ssl.SSLError):
+            _peer_serial(server, old_context)
+    finally:
+        kept.close()
+
+
+def test_sigterm_shuts_down_gracefully(server: Server) -> None:
+    with httpx.Client(base_url=server.url, verify=server.context()) as client:
+        assert client.get("/healthz").status_code == 200  # an idle keep-alive connection
+        server.process.send_signal(signal.SIGTERM)
+    # uvicorn re-raises the signal once it has shut down cleanly, hence -SIGTERM
+    assert server.stop() in (0, -signal.SIGTERM)
+    log = server.log.read_text()
+    assert "Application shutdown complete" in log
+    assert '"level":"error"' not in log
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--state", "{tmp}/state", "--cert-dir", "{tmp}/none"],
+            "tls.crt and tls.key are required",
+        ),
+        (
+            ["--kubeconfig", "{tmp}/missing", "--cert-dir", "{tmp}/certs"],
+            "cannot build a Kubernetes",
+        ),
+        (["--state", "{tmp}/missing", "--cert-dir", "{tmp}/certs"], "no such file or directory"),
+    ],
+    ids=["no-certificate", "bad-kubeconfig", "missing-state-dir"],
+)
+def test_bad_configuration_exits_2_with_a_message(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    (tmp_path / "state").mkdir()
+    _issue(tmp_path / "certs")
+    log = tmp_path / "server.log"
+    process = _serve(log, *(a.format(tmp=tmp_path) for a in args), "--port", str(_free_port()))
+    assert process.wait(timeout=DEADLINE) == 2
+    assert message in log.read_text()
