@@ -1,7 +1,8 @@
 """A live HTTPS server keeps answering through a serving-certificate renewal and a CA rotation.
 
-The server is uvicorn with a trivial ASGI app, reloading its certificate with
-`certs.reload.CertReloader` on its own event loop (the way `draquota serve` does). The client
+Two servers: `draquota serve`'s TLS stack (`webhook.serve.server_context` and
+`webhook_server`) and plain uvicorn wired by hand, both with a trivial ASGI app and
+`certs.reload.CertReloader` polling on the server's event loop. The client
 trusts the CA bundle read from ca.crt before every request, as the API server trusts the
 injected caBundle, and opens a new connection each time so every request is a handshake.
 """
@@ -14,7 +15,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ MAX_REQUESTS = 600
 DEADLINE_SECONDS = 60.0
 
 
-def _app(reloader: CertReloader) -> Callable[..., Any]:
+def _app(reloader: CertReloader | None) -> Callable[..., Any]:
     async def app(
         scope: dict[str, Any], receive: Callable[..., Any], send: Callable[..., Any]
     ) -> None:
@@ -45,7 +46,8 @@ def _app(reloader: CertReloader) -> Callable[..., Any]:
             while True:
                 message = await receive()
                 if message["type"] == "lifespan.startup":
-                    watcher = asyncio.create_task(reloader.watch())
+                    if reloader is not None:
+                        watcher = asyncio.create_task(reloader.watch())
                     await send({"type": "lifespan.startup.complete"})
                 else:
                     if watcher is not None:
@@ -64,27 +66,37 @@ class Server:
     reloader: CertReloader
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[Server]:
-    write_material(tmp_path, issue(SPEC, datetime.now(UTC)))
+def _uvicorn(cert_dir: Path) -> tuple[uvicorn.Server, CertReloader]:
     config = uvicorn.Config(
         None,
-        ssl_certfile=str(tmp_path / "tls.crt"),
-        ssl_keyfile=str(tmp_path / "tls.key"),
+        ssl_certfile=str(cert_dir / "tls.crt"),
+        ssl_keyfile=str(cert_dir / "tls.key"),
         lifespan="on",
         ws="none",
         http="h11",
         log_level="warning",
     )
     config.load()
-    reloader = CertReloader(config.ssl, tmp_path, interval=0.02)
+    reloader = CertReloader(config.ssl, cert_dir, interval=0.02)
     reloader.load()
-    config.app = _app(reloader)
-    config.loaded_app = config.app
+    config.app = config.loaded_app = _app(reloader)
+    return uvicorn.Server(config), reloader
+
+
+def _draquota_serve(cert_dir: Path) -> tuple[uvicorn.Server, CertReloader]:
+    from webhook.serve import server_context, webhook_server
+
+    context, reloader = server_context(cert_dir, reload_interval=0.02)
+    return webhook_server(_app(None), "127.0.0.1", 0, context, reloader), reloader
+
+
+@pytest.fixture(params=[_draquota_serve, _uvicorn], ids=["draquota-serve", "uvicorn"])
+def server(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Server]:
+    write_material(tmp_path, issue(SPEC, datetime.now(UTC)))
+    uv, reloader = request.param(tmp_path)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
-    uv = uvicorn.Server(config)
     thread = threading.Thread(target=uv.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
@@ -115,25 +127,42 @@ def _request(port: int, ca_pem: bytes) -> x509.Certificate:
     return x509.load_der_x509_certificate(der)
 
 
-@dataclass
-class Run:
-    served: list[int] = field(default_factory=list)  # serial of each presented certificate
-    failures: list[str] = field(default_factory=list)
+class Client:
+    """Requests in a background thread, trusting ca.crt as it is at each request, until stopped
+    (at most MAX_REQUESTS, at most DEADLINE_SECONDS)."""
 
+    def __init__(self, port: int, cert_dir: Path) -> None:
+        self.port = port
+        self.cert_dir = cert_dir
+        self.served: list[int] = []  # serial of each presented certificate, in order
+        self.failures: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
 
-def _requests_until(port: int, cert_dir: Path, run: Run, serial: int | None, extra: int) -> None:
-    """Requests (trusting ca.crt as it is now) until `serial` is served, then `extra` more."""
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    after = 0
-    while after < extra and len(run.served) < MAX_REQUESTS and time.monotonic() < deadline:
-        try:
-            cert = _request(port, (cert_dir / "ca.crt").read_bytes())
-            run.served.append(cert.serial_number)
-        except (OSError, ssl.SSLError, AssertionError) as exc:
-            run.failures.append(f"{type(exc).__name__}: {exc}")
-            continue
-        if serial is None or cert.serial_number == serial:
-            after += 1
+    def _loop(self) -> None:
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        while not self._stop.is_set() and len(self.served) + len(self.failures) < MAX_REQUESTS:
+            if time.monotonic() > deadline:
+                break
+            try:
+                cert = _request(self.port, (self.cert_dir / "ca.crt").read_bytes())
+            except (OSError, ssl.SSLError, AssertionError) as exc:
+                self.failures.append(f"{type(exc).__name__}: {exc}")
+                continue
+            self.served.append(cert.serial_number)
+
+    def wait_for(self, serial: int, then: int = 10) -> None:
+        """Until `serial` has been served `then` times (or the client gave up)."""
+        while self._thread.is_alive() and self.served.count(serial) < then:
+            time.sleep(0.005)
+
+    def __enter__(self) -> Client:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(DEADLINE_SECONDS)
 
 
 def _distinct(serials: list[int]) -> list[int]:
@@ -143,19 +172,17 @@ def _distinct(serials: list[int]) -> list[int]:
 def test_handshakes_succeed_through_renewal_and_ca_rotation(server: Server, tmp_path: Path) -> None:
     store = DirectoryStore(tmp_path)
     first = store.load()
-    run = Run()
-    _requests_until(server.port, tmp_path, run, None, extra=10)
-
     renewed = renew_serving(first, SPEC, datetime.now(UTC))
-    store.save(renewed)
-    _requests_until(server.port, tmp_path, run, renewed.serving.cert.serial_number, extra=10)
-
     rotated = rotate_ca(renewed, SPEC, datetime.now(UTC))
-    store.save(rotated)
-    _requests_until(server.port, tmp_path, run, rotated.serving.cert.serial_number, extra=10)
+    with Client(server.port, tmp_path) as client:
+        client.wait_for(first.serving.cert.serial_number)
+        store.save(renewed)  # while the client keeps connecting
+        client.wait_for(renewed.serving.cert.serial_number)
+        store.save(rotated)  # bundle (old + new CA) first, then the key and certificate
+        client.wait_for(rotated.serving.cert.serial_number)
 
-    assert run.failures == []
-    assert _distinct(run.served) == [
+    assert client.failures == []
+    assert _distinct(client.served) == [
         first.serving.cert.serial_number,
         renewed.serving.cert.serial_number,
         rotated.serving.cert.serial_number,
