@@ -28,6 +28,10 @@ class FlavorResource(NamedTuple):
     resource: str
 
 
+def _or_empty(value: Any) -> Any:
+    return {} if value is None else value
+
+
 def _amounts(value: Any, ref: str, path: str) -> dict[str, int]:
     if not isinstance(value, Mapping):
         raise InvalidObject(ref, path, "must be an object")
@@ -107,7 +111,7 @@ class Charge:
             raise InvalidObject(ref, f"{path}.clusterQueue", "required")
         if not isinstance(local_queue, str) or local_queue.count("/") != 1:
             raise InvalidObject(ref, f"{path}.localQueue", 'must be "namespace/name"')
-        shared_raw = data.get("sharedClaims") or {}
+        shared_raw = _or_empty(data.get("sharedClaims"))
         if not isinstance(shared_raw, Mapping):
             raise InvalidObject(ref, f"{path}.sharedClaims", "must be an object")
         reservation = data.get("reservation") or ""
@@ -116,9 +120,11 @@ class Charge:
         return cls(
             cluster_queue=cluster_queue,
             local_queue=local_queue,
-            flavors=_strings(data.get("flavors") or {}, ref, f"{path}.flavors"),
-            usage=_amounts(data.get("usage") or {}, ref, f"{path}.usage"),
-            device_classes=_amounts(data.get("deviceClasses") or {}, ref, f"{path}.deviceClasses"),
+            flavors=_strings(_or_empty(data.get("flavors")), ref, f"{path}.flavors"),
+            usage=_amounts(_or_empty(data.get("usage")), ref, f"{path}.usage"),
+            device_classes=_amounts(
+                _or_empty(data.get("deviceClasses")), ref, f"{path}.deviceClasses"
+            ),
             shared_claims={
                 str(claim): _amounts(amounts, ref, f"{path}.sharedClaims.{claim}")
                 for claim, amounts in sorted(shared_raw.items())

@@ -1,0 +1,87 @@
+"""The charge record stamped on admitted pods."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from quota.charge import Charge, FlavorResource
+from quota.errors import InvalidObject
+
+CHARGE = Charge(
+    cluster_queue="team-a",
+    local_queue="team-a/user-queue",
+    flavors={"gpus": "on-demand", "cpu": "default"},
+    usage={"gpus": 2, "cpu": 1500},
+    device_classes={"gpu.example.com": 3},
+    shared_claims={"team-a/shared": {"gpus": 1}},
+)
+
+
+def test_annotation_is_compact_sorted_json_that_round_trips() -> None:
+    text = CHARGE.to_annotation()
+    assert " " not in text
+    data = json.loads(text)
+    assert list(data) == sorted(data)
+    assert data["clusterQueue"] == "team-a" and data["localQueue"] == "team-a/user-queue"
+    assert data["sharedClaims"] == {"team-a/shared": {"gpus": 1}}
+    assert Charge.from_annotation(text, "Pod team-a/p") == CHARGE
+    assert "reservation" not in data
+    assert (
+        json.loads(Charge("a", "ns/q", reservation="uid").to_annotation())["reservation"] == "uid"
+    )
+
+
+def test_flavor_usage_keys_by_flavor_and_resource() -> None:
+    assert CHARGE.flavor_usage() == {
+        FlavorResource("default", "cpu"): 1500,
+        FlavorResource("on-demand", "gpus"): 2,
+    }
+    assert CHARGE.shared_flavor_usage() == {
+        "team-a/shared": {FlavorResource("on-demand", "gpus"): 1}
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        pytest.param("{oops", "", id="not-json"),
+        pytest.param("[1]", "", id="not-an-object"),
+        pytest.param('{"localQueue": "ns/q"}', "clusterQueue", id="no-queue"),
+        pytest.param(
+            '{"clusterQueue": "a", "localQueue": "q"}', "localQueue", id="local-not-namespaced"
+        ),
+        pytest.param(
+            '{"clusterQueue": "a", "localQueue": "ns/q", "usage": {"gpus": -1}}',
+            "usage.gpus",
+            id="negative",
+        ),
+        pytest.param(
+            '{"clusterQueue": "a", "localQueue": "ns/q", "usage": {"gpus": 1.5}}',
+            "usage.gpus",
+            id="fraction",
+        ),
+        pytest.param(
+            '{"clusterQueue": "a", "localQueue": "ns/q", "usage": {"gpus": true}}',
+            "usage.gpus",
+            id="bool",
+        ),
+        pytest.param(
+            '{"clusterQueue": "a", "localQueue": "ns/q", "flavors": {"gpus": 1}}',
+            "flavors.gpus",
+            id="flavor-not-string",
+        ),
+        pytest.param(
+            '{"clusterQueue": "a", "localQueue": "ns/q", "sharedClaims": []}',
+            "sharedClaims",
+            id="shared-not-object",
+        ),
+    ],
+)
+def test_malformed_annotation_names_pod_and_field(text: str, field: str) -> None:
+    with pytest.raises(InvalidObject) as err:
+        Charge.from_annotation(text, "Pod team-a/p")
+    assert err.value.obj == "Pod team-a/p"
+    assert err.value.path.startswith("metadata.annotations[draquota.io/charge]")
+    assert err.value.path.endswith(field)

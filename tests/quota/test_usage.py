@@ -1,0 +1,94 @@
+"""Usage per ClusterQueue: holders, shared claims once per queue, rebuilt from live pods."""
+
+from __future__ import annotations
+
+from quota.charge import Charge, FlavorResource
+from quota.cluster import ClusterState
+from quota.settings import Settings
+from quota.usage import Usage, is_live_pod, live_pod_charge, usage_from_pods
+from tests.quota.queue_builders import scenario_objects, submission_object
+
+GPUS = FlavorResource("default", "gpus")
+
+
+def _charge(
+    queue: str, gpus: int, shared: dict[str, int] | None = None, flavor: str = "default"
+) -> Charge:
+    return Charge(
+        queue,
+        "team-a/default",
+        {"gpus": flavor},
+        {"gpus": gpus},
+        shared_claims={claim: {"gpus": n} for claim, n in (shared or {}).items()},
+    )
+
+
+def test_shared_claim_counted_once_per_queue_and_flavor() -> None:
+    usage = Usage()
+    usage.add("team-a/p0", _charge("a", 1, {"team-a/c": 2}))
+    usage.add("team-a/p1", _charge("a", 1, {"team-a/c": 2}))
+    usage.add("team-a/p2", _charge("b", 0, {"team-a/c": 2}))
+    usage.add("team-a/p3", _charge("a", 0, {"team-a/c": 2}, flavor="spot"))
+    assert usage.of("a") == {GPUS: 4, FlavorResource("spot", "gpus"): 2}
+    assert usage.of("b") == {GPUS: 2}
+    assert usage.shared_claims("b") == {("team-a/c", GPUS)}
+
+
+def test_add_replaces_remove_forgets_copy_is_independent() -> None:
+    usage = Usage()
+    usage.add("h", _charge("a", 1))
+    usage.add("h", _charge("a", 3))
+    assert usage.of("a") == {GPUS: 3} and usage.holders() == {"h"}
+    copy = usage.copy()
+    copy.remove("h")
+    copy.remove("never-there")
+    assert copy.of("a") == {} and usage.of("a") == {GPUS: 3}
+
+
+def test_live_pods() -> None:
+    assert is_live_pod({"metadata": {}, "status": {"phase": "Running"}})
+    assert is_live_pod({"metadata": {}})
+    assert not is_live_pod({"metadata": {}, "status": {"phase": "Succeeded"}})
+    assert not is_live_pod({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}})
+
+
+SCENARIO = {
+    "namespaces": {"team-a": {}, "sandbox": {}},
+    "queues": [
+        {
+            "name": "a",
+            "classes": {"gpus": ["gpu.example.com"]},
+            "groups": [{"default": {"gpus": 8}}],
+        }
+    ],
+    "localQueues": {"team-a/default": "a"},
+    "running": [
+        {"name": "r0", "devices": {"gpu.example.com": 2}},
+        {"name": "done", "devices": {"gpu.example.com": 2}, "phase": "Failed"},
+        {"name": "elsewhere", "ns": "sandbox", "devices": {"gpu.example.com": 2}},
+        {
+            "name": "forged",
+            "ns": "sandbox",
+            "devices": {"gpu.example.com": 1},
+            "charge": {"clusterQueue": "a", "localQueue": "team-a/default", "usage": {"gpus": 1}},
+        },
+    ],
+}
+
+
+def test_usage_from_pods_recomputes_and_skips_unmanaged() -> None:
+    state = ClusterState(scenario_objects(SCENARIO))
+    usage = usage_from_pods(state, Settings())
+    assert usage.holders() == {"team-a/r0"}
+    assert usage.of("a") == {GPUS: 2}
+
+
+def test_pod_whose_template_is_gone_keeps_its_recorded_charge() -> None:
+    state = ClusterState(scenario_objects({**SCENARIO, "running": []}))
+    recorded = _charge("a", 2)
+    pod, _ = submission_object(
+        {"name": "orphan", "template": "deleted-tmpl", "charge": recorded.to_dict()}
+    )
+    assert live_pod_charge(pod, state, Settings()) == recorded
+    bare, _ = submission_object({"name": "orphan", "template": "deleted-tmpl"})
+    assert live_pod_charge(bare, state, Settings()) is None
