@@ -160,7 +160,11 @@ class Rotator:
         try:
             self.store.save(new)
         except StoreConflict:
-            # Another replica renewed first; the next pass sees its material.
+            # Another replica renewed first, and our publish may have replaced its bundle:
+            # publish the bundle of the material that won, before any server presents it.
+            winner = self.store.load()
+            if winner is not None and self.publisher is not None:
+                self.publisher.publish(winner.bundle_pem())
             return "conflict: another writer renewed first"
         log.info("certificates renewed: %s", reason)
         return reason

@@ -98,6 +98,7 @@ class FakeStore:
         self.material = material
         self.log = log
         self.conflicts = 0
+        self.other_writer: TlsMaterial | None = None
 
     def load(self) -> TlsMaterial | None:
         return self.material
@@ -105,6 +106,8 @@ class FakeStore:
     def save(self, material: TlsMaterial) -> None:
         if self.conflicts:
             self.conflicts -= 1
+            if self.other_writer is not None:
+                self.material = self.other_writer
             raise StoreConflict("changed")
         self.log.append("save")
         self.material = material
@@ -154,6 +157,19 @@ def test_rotator_backs_off_when_another_replica_renewed_first(material: TlsMater
     assert store.material is material
     assert rotator.run_once() != ""
     assert store.material is not material
+
+
+def test_rotator_losing_a_ca_rotation_race_publishes_the_winners_bundle(
+    material: TlsMaterial,
+) -> None:
+    at = NOW + 244 * DAY
+    rotator, store, log = _rotator(material, at)
+    store.conflicts = 1
+    store.other_writer = rotate_ca(material, SPEC, at)  # the other replica's new CA
+    rotator.run_once()
+    assert log == ["publish", "publish"]
+    assert rotator.publisher.published[-1] == store.other_writer.bundle_pem()
+    assert store.material is store.other_writer
 
 
 def test_rotator_start_issues_before_returning_and_stop_ends_the_thread() -> None:
