@@ -21,6 +21,7 @@ import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from quota.allocator import AllocationError, DeviceID, InvalidPoolsError, allocate
@@ -34,8 +35,9 @@ from quota.claimspec import ClaimSpec, ExactRequest
 from quota.cluster import ClusterState
 from quota.deviceclasses import parse_device_class
 from quota.errors import DraquotaError
+from quota.quantity import parse_quantity
 
-__all__ = ["INDEX_KINDS", "Placement", "Placer", "make_placer", "place_claims"]
+__all__ = ["INDEX_KINDS", "Allocated", "Placement", "Placer", "make_placer", "place_claims"]
 
 INDEX_KINDS = ("ResourceSlice", "DeviceClass", "ResourceClaim", "Node")
 
@@ -68,7 +70,8 @@ class _Index:
         self.classes = {
             c.name: c for c in self._parse(state.list("DeviceClass"), parse_device_class)
         }
-        self.allocated, self.allocated_by = _allocated_devices(state)
+        self.claims = [c for c in state.list("ResourceClaim") if _claim_results(c)]
+        self.allocated = _allocated(self.claims)
         self.by_node: dict[str, list[Slice]] = {}
         self.shared: list[Slice] = []
         self.by_pool: dict[tuple[str, str], list[Slice]] = {}
@@ -114,7 +117,8 @@ class _Index:
                 else sum(
                     1
                     for d, s in _devices(view.pools, view.node)
-                    if d.id not in self.allocated and self.matches(d, device_class.selectors)
+                    if d.id not in self.allocated.exclusive
+                    and self.matches(d, device_class.selectors)
                 )
             )
             view.free[class_name] = count
@@ -152,24 +156,47 @@ def _devices(pools: Sequence[Pool], node: Mapping[str, Any]) -> list[tuple[Devic
     return out
 
 
-def _allocated_devices(
-    state: ClusterState,
-) -> tuple[frozenset[DeviceID], dict[str, frozenset[DeviceID]]]:
-    every: set[DeviceID] = set()
-    by_claim: dict[str, frozenset[DeviceID]] = {}
-    for obj in state.list("ResourceClaim"):
-        metadata = obj.get("metadata") or {}
-        allocation = (obj.get("status") or {}).get("allocation") or {}
-        results = ((allocation.get("devices") or {}).get("results")) or ()
-        ids = set()
-        for r in results:
-            if not isinstance(r, Mapping) or r.get("adminAccess"):
-                continue  # admin access never makes a device unavailable
-            ids.add(DeviceID(str(r.get("driver")), str(r.get("pool")), str(r.get("device"))))
-        key = f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
-        by_claim[key] = frozenset(ids)
-        every |= ids
-    return frozenset(every), by_claim
+@dataclass(frozen=True)
+class Allocated:
+    """What claim statuses already hold: exclusive devices, shared devices and their capacity."""
+
+    exclusive: frozenset[DeviceID] = frozenset()
+    shared: frozenset[DeviceID] = frozenset()
+    capacity: Mapping[DeviceID, Mapping[str, Decimal]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.exclusive or self.shared)
+
+
+def _claim_results(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    allocation = (obj.get("status") or {}).get("allocation") or {}
+    results = (allocation.get("devices") or {}).get("results") or ()
+    return [r for r in results if isinstance(r, Mapping)]
+
+
+def _allocated(claims: Sequence[Mapping[str, Any]]) -> Allocated:
+    exclusive: set[DeviceID] = set()
+    shared: set[DeviceID] = set()
+    capacity: dict[DeviceID, dict[str, Decimal]] = {}
+    for obj in claims:
+        for r in _claim_results(obj):
+            device = DeviceID(str(r.get("driver")), str(r.get("pool")), str(r.get("device")))
+            if r.get("shareID"):
+                shared.add(device)
+                used = capacity.setdefault(device, {})
+                for name, value in (r.get("consumedCapacity") or {}).items():
+                    try:
+                        used[name] = used.get(name, Decimal(0)) + parse_quantity(value)
+                    except DraquotaError:
+                        continue
+            elif not r.get("adminAccess"):  # admin access never makes a device unavailable
+                exclusive.add(device)
+    return Allocated(frozenset(exclusive), frozenset(shared), capacity)
+
+
+def _claim_key(obj: Mapping[str, Any]) -> str:
+    metadata = obj.get("metadata") or {}
+    return f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
 
 
 def _claim_label(claim: PodClaim) -> str:
@@ -264,12 +291,14 @@ def _place(
         return Placement(False, None, (), f"no node {where}")
     specs = [c.spec for c in todo]
     names = [_claim_label(c) for c in todo]
-    own = frozenset().union(*(index.allocated_by.get(c.key, frozenset()) for c in todo))
-    allocated = index.allocated - own if own else index.allocated
+    own = {c.key for c in todo if c.shared}
+    allocated = index.allocated
+    if any(_claim_key(c) in own for c in index.claims):
+        allocated = _allocated([c for c in index.claims if _claim_key(c) not in own])
     try:
         found, invalid = _search(index, nodes, specs, names, allocated)
         if found is None and allow_when_busy and allocated:
-            busy, _ = _search(index, nodes, specs, names, frozenset())
+            busy, _ = _search(index, nodes, specs, names, Allocated())
             if busy is not None:
                 return Placement(True, None, (), "fits once allocated devices are released")
     except AllocationError as exc:
@@ -303,7 +332,7 @@ def _search(
     nodes: Sequence[Mapping[str, Any]],
     specs: Sequence[ClaimSpec],
     names: Sequence[str],
-    allocated: frozenset[DeviceID],
+    allocated: Allocated,
 ) -> tuple[tuple[str, list[dict[str, Any]]] | None, str]:
     """The first node (in name order) where the claims fit, or None and any invalid-pool text."""
     # Invalid input (unknown class, bad CEL, > 32 devices) must surface even when every node
@@ -323,7 +352,9 @@ def _search(
                 specs,
                 node,
                 classes=index.classes,
-                allocated=allocated,
+                allocated=allocated.exclusive,
+                shared_allocated=allocated.shared,
+                allocated_capacity=allocated.capacity,
                 claim_names=names,
                 pools=view.pools,
                 memo=index.memo,
@@ -340,7 +371,7 @@ def _diagnose(
     index: _Index,
     nodes: Sequence[Mapping[str, Any]],
     claims: Sequence[PodClaim],
-    allocated: frozenset[DeviceID],
+    allocated: Allocated,
 ) -> str:
     """Name the first request no node can meet on its own, with the best any node offers."""
     for claim in claims:
@@ -399,14 +430,14 @@ def _offer(
     view: _NodeView,
     exact: ExactRequest,
     attribute: str | None,
-    allocated: frozenset[DeviceID],
+    allocated: Allocated,
 ) -> int:
     device_class = index.classes.get(exact.device_class_name)
     if device_class is None:
         return 0
     groups: dict[Any, int] = {}
     for device, _ in _devices(view.pools, view.node):
-        if not exact.admin_access and device.id in allocated:
+        if not exact.admin_access and device.id in allocated.exclusive:
             continue
         if not index.matches(device, (*device_class.selectors, *exact.selectors)):
             continue

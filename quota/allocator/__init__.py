@@ -18,6 +18,7 @@ the same devices for the same cluster state and node.
 from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 
 from quota.allocator.devices import Device, DeviceID, Slice, parse_slice
@@ -64,6 +65,8 @@ def allocate(
     claim_names: Sequence[str] | None = None,
     pools: Sequence[Pool] | None = None,
     memo: SelectorMemo | None = None,
+    shared_allocated: Container[DeviceID] = frozenset(),
+    allocated_capacity: Mapping[DeviceID, Mapping[str, Decimal]] | None = None,
 ) -> list[dict[str, Any]] | None:
     """Allocate devices for all `claims` together on `node` (a Node object; None = no node).
 
@@ -72,7 +75,9 @@ def allocate(
     IDs of devices already allocated to other claims (admin-access allocations
     excluded). `pools` may replace `slices` when the caller keeps them cached,
     `memo` caches selector results across calls for the same Device objects.
-    `claim_names` label claims in error messages.
+    `claim_names` label claims in error messages. `shared_allocated` are devices
+    allocated to claims as shared (results with a shareID) and `allocated_capacity` the
+    capacity those allocations consume per device (name -> amount).
     """
     if pools is None:
         pools = gather_pools(_slices(slices), node)
@@ -85,6 +90,8 @@ def allocate(
         classes=_classes(classes),
         allocated=allocated,
         memo=memo if memo is not None else {},
+        shared_allocated=shared_allocated,
+        allocated_capacity=allocated_capacity or {},
     )
     search.prepare()
     if not search.run():
@@ -99,5 +106,5 @@ def allocate(
             alternatives[search.selected.get((ci, ri), 0)]
             for ri, alternatives in enumerate(search.requests[ci])
         ]
-        results.append(allocation_result(spec, search.results[ci], chosen, node_name))
+        results.append(allocation_result(spec, search.results[ci], chosen, node_name, names[ci]))
     return results

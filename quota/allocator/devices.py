@@ -17,7 +17,35 @@ from quota.claimspec import FieldReader, api_version_of
 from quota.errors import object_ref
 from quota.quantity import parse_quantity
 
-__all__ = ["Device", "DeviceID", "Slice", "parse_slice", "split_name"]
+__all__ = [
+    "CapacityPolicy",
+    "Device",
+    "DeviceID",
+    "Quantity",
+    "Slice",
+    "cel_input",
+    "parse_slice",
+    "split_name",
+]
+
+
+class Quantity(NamedTuple):
+    """A parsed quantity and the text it was written as (kept for output)."""
+
+    value: Decimal
+    text: str
+
+
+@dataclass(frozen=True)
+class CapacityPolicy:
+    """`requestPolicy` of a consumable capacity (KEP-5075)."""
+
+    default: Quantity | None = None
+    valid_values: tuple[Quantity, ...] = ()
+    range_min: Quantity | None = None
+    range_max: Quantity | None = None
+    range_step: Quantity | None = None
+    has_range: bool = False
 
 
 class DeviceID(NamedTuple):
@@ -49,6 +77,8 @@ class Device:
     binding_failure_conditions: tuple[str, ...] = ()
     binds_to_node: bool = False
     allow_multiple_allocations: bool = False
+    # Published capacity name -> (qualified name, value text, request policy).
+    capacity_specs: tuple[tuple[str, str, str, CapacityPolicy | None], ...] = ()
     cel: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -96,6 +126,35 @@ def _capacity(r: FieldReader, raw: Any, path: str) -> Decimal:
     if isinstance(raw, Mapping):
         return parse_quantity(raw.get("value"), r.ref, f"{path}.value")
     return parse_quantity(raw, r.ref, path)
+
+
+def _quantity(r: FieldReader, raw: Any, path: str) -> Quantity | None:
+    if raw is None:
+        return None
+    return Quantity(parse_quantity(raw, r.ref, path), str(raw))
+
+
+def _policy(r: FieldReader, raw: Any, path: str) -> CapacityPolicy | None:
+    if not isinstance(raw, Mapping):
+        return None
+    policy = r.mapping(raw.get("requestPolicy"), f"{path}.requestPolicy")
+    if not policy:
+        return None
+    p = f"{path}.requestPolicy"
+    valid_range = policy.get("validRange")
+    bounds = r.mapping(valid_range, f"{p}.validRange")
+    return CapacityPolicy(
+        default=_quantity(r, policy.get("default"), f"{p}.default"),
+        valid_values=tuple(
+            q
+            for i, v in enumerate(r.items(policy.get("validValues"), f"{p}.validValues"))
+            if (q := _quantity(r, v, f"{p}.validValues[{i}]")) is not None
+        ),
+        range_min=_quantity(r, bounds.get("min"), f"{p}.validRange.min"),
+        range_max=_quantity(r, bounds.get("max"), f"{p}.validRange.max"),
+        range_step=_quantity(r, bounds.get("step"), f"{p}.validRange.step"),
+        has_range=valid_range is not None,
+    )
 
 
 def _counters(r: FieldReader, raw: Any, path: str) -> tuple[tuple[str, Mapping[str, Decimal]], ...]:
@@ -165,6 +224,16 @@ def _device(r: FieldReader, raw: Any, path: str, driver: str, pool: str, version
         _qualify(key, driver): _capacity(r, value, f"{body_path}.capacity.{key}")
         for key, value in r.mapping(body.get("capacity"), f"{body_path}.capacity").items()
     }
+    raw_capacity = r.mapping(body.get("capacity"), f"{body_path}.capacity")
+    capacity_specs = tuple(
+        (
+            key,
+            _qualify(key, driver),
+            str(value.get("value") if isinstance(value, Mapping) else value),
+            _policy(r, value, f"{body_path}.capacity.{key}"),
+        )
+        for key, value in raw_capacity.items()
+    )
     multi = r.boolean(body.get("allowMultipleAllocations"), f"{body_path}.allowMultipleAllocations")
     selector = body.get("nodeSelector")
     try:
@@ -195,6 +264,7 @@ def _device(r: FieldReader, raw: Any, path: str, driver: str, pool: str, version
         ),
         binds_to_node=r.boolean(body.get("bindsToNode"), f"{body_path}.bindsToNode"),
         allow_multiple_allocations=multi,
+        capacity_specs=capacity_specs,
         cel=cel,
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -12,7 +13,13 @@ from quota.claimspec import ClaimSpec
 __all__ = ["allocation_result"]
 
 
-def _device_result(pick: Pick) -> dict[str, Any]:
+def _share_id(claim: str, pick: Pick, index: int) -> str:
+    # Upstream draws a random UUID; a name-based one keeps results reproducible.
+    key = f"{claim}/{pick.request.result_name}/{pick.candidate.device.id}/{index}"
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"draquota:{key}"))
+
+
+def _device_result(pick: Pick, claim: str, index: int) -> dict[str, Any]:
     device = pick.candidate.device
     out: dict[str, Any] = {
         "request": pick.request.result_name,
@@ -24,6 +31,10 @@ def _device_result(pick: Pick) -> dict[str, Any]:
         out["adminAccess"] = True
     if pick.request.exact.tolerations:
         out["tolerations"] = [dict(t) for t in pick.request.exact.tolerations]
+    if pick.consumed is not None:
+        out["shareID"] = _share_id(claim, pick, index)
+        if pick.consumed:
+            out["consumedCapacity"] = {name: q.text for name, q in pick.consumed.values()}
     if device.binding_conditions:
         out["bindingConditions"] = list(device.binding_conditions)
     if device.binding_failure_conditions:
@@ -115,10 +126,16 @@ def _merge(source: Sequence[Mapping[str, Any]], into: list[Mapping[str, Any]]) -
 
 
 def allocation_result(
-    spec: ClaimSpec, picks: Sequence[Pick], chosen: Sequence[Request], node_name: str
+    spec: ClaimSpec,
+    picks: Sequence[Pick],
+    chosen: Sequence[Request],
+    node_name: str,
+    claim: str = "",
 ) -> dict[str, Any]:
     """The v1 AllocationResult for one claim (`nodeSelector` omitted when any node will do)."""
-    devices: dict[str, Any] = {"results": [_device_result(p) for p in picks]}
+    devices: dict[str, Any] = {
+        "results": [_device_result(p, claim, i) for i, p in enumerate(picks)]
+    }
     config = _config(spec, chosen)
     if config:
         devices["config"] = config

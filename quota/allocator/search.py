@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
+from quota.allocator.capacity import CapacityLedger, Consumption, consumption, requested_capacity
 from quota.allocator.cel import Selector, compile_selector
 from quota.allocator.constraints import ClaimConstraint, build_constraints
 from quota.allocator.counters import CounterLedger
@@ -64,13 +66,22 @@ class Request:
     def result_name(self) -> str:
         return f"{self.name}/{self.sub}" if self.sub else self.name
 
+    def uses_capacity(self, device: Device) -> bool:
+        """Whether capacity matters: the device is shareable or the request asks for some."""
+        return device.allow_multiple_allocations or bool(self.exact.capacity)
+
+    def consumption(self, device: Device) -> Consumption | None:
+        """Capacity one allocation of the device consumes for this request; None: cannot."""
+        return consumption(device, requested_capacity(self.exact.capacity, device.driver))
+
 
 @dataclass(frozen=True)
 class Pick:
-    """One allocated device of a claim."""
+    """One allocated device of a claim (`consumed` set on devices shared between claims)."""
 
     request: Request
     candidate: Candidate
+    consumed: Consumption | None = None
 
 
 class _SizeExceeded(Exception):
@@ -88,6 +99,8 @@ class Search:
     classes: Mapping[str, DeviceClass]
     allocated: Container[DeviceID]
     memo: SelectorMemo = field(default_factory=dict)
+    shared_allocated: Container[DeviceID] = frozenset()
+    allocated_capacity: Mapping[DeviceID, Mapping[str, Decimal]] = field(default_factory=dict)
     candidates: list[Candidate] = field(default_factory=list)
     requests: list[list[list[Request]]] = field(default_factory=list)
     selected: dict[tuple[int, int], int] = field(default_factory=dict)
@@ -96,6 +109,7 @@ class Search:
 
     def __post_init__(self) -> None:
         self.counters = CounterLedger(self.allocated)
+        self.capacity = CapacityLedger(self.allocated_capacity)
         self.in_flight: dict[DeviceID, set[int]] = {}
         self._selectable: dict[tuple[int, int], bool] = {}
         self.constraints: list[list[ClaimConstraint]] = []
@@ -192,7 +206,23 @@ class Search:
                     claim,
                     label,
                 )
-        return [c for i, c in enumerate(self.candidates) if self.selectable(request, i)]
+        return [
+            c
+            for i, c in enumerate(self.candidates)
+            if self.selectable(request, i) and self._capacity_possible(request, c.device)
+        ]
+
+    def _capacity_possible(self, request: Request, device: Device) -> bool:
+        # All filters out devices whose existing allocations leave too little capacity;
+        # what the current search allocates is checked when the device is added.
+        if not request.uses_capacity(device):
+            return True
+        amounts = request.consumption(device)
+        if amounts is None:
+            return False
+        return not device.allow_multiple_allocations or self.capacity.fits(
+            device, amounts, include_allocating=False
+        )
 
     # -- device checks -------------------------------------------------------------------------
 
@@ -219,24 +249,42 @@ class Search:
             known = self.memo[key] = selector.matches(device.cel)
         return known
 
-    def _in_use(self, request: Request, device_id: DeviceID) -> bool:
+    def _in_use(self, request: Request, device: Device) -> bool:
+        device_id = device.id
         holders = self.in_flight.get(device_id)
         if request.exact.admin_access:
             # Admin access may share a device with anything, but never twice in one claim.
             return bool(holders) and request.claim in holders
-        return device_id in self.allocated or bool(holders)
+        if device.allow_multiple_allocations:
+            # Shareable: only a dedicated (exclusive) allocation makes it unavailable.
+            return device_id in self.allocated
+        return device_id in self.allocated or device_id in self.shared_allocated or bool(holders)
 
     def allocate_device(
         self, request: Request, candidate: Candidate, must: bool
     ) -> Callable[[], None] | None:
         """Tentatively allocate; an undo closure on success, None when the device cannot be used."""
         device = candidate.device
-        if self._in_use(request, device.id):
+        if self._in_use(request, device):
             return None
-        if device.consumes_counters and not self.counters.try_consume(candidate.pool, device):
+        consumed: Consumption | None = None
+        if request.uses_capacity(device):
+            amounts = request.consumption(device)
+            if amounts is None:
+                return None
+            if device.allow_multiple_allocations:
+                if not self.capacity.fits(device, amounts):
+                    return None
+                consumed = amounts
+        # A shareable device already in use has paid its counters.
+        counted = bool(device.consumes_counters) and not (
+            consumed is not None and self.capacity.in_use(device.id)
+        )
+        if counted and not self.counters.try_consume(candidate.pool, device):
             return None
         if taint_blocks(device.taints, request.exact.tolerations):
-            self._release_counters(candidate)
+            if counted:
+                self.counters.release(candidate.pool, device)
             return None
         constraints = self.constraints[request.claim]
         for i, constraint in enumerate(constraints):
@@ -244,7 +292,8 @@ class Search:
                 continue
             for earlier in constraints[:i]:
                 earlier.remove(request.name, request.sub, device)
-            self._release_counters(candidate)
+            if counted:
+                self.counters.release(candidate.pool, device)
             if must:
                 raise AllocationError(
                     f"cannot add device {device.id} because a claim constraint would not be "
@@ -253,23 +302,26 @@ class Search:
                     request.result_name,
                 )
             return None
-        self.in_flight.setdefault(device.id, set()).add(request.claim)
+        if consumed is not None:
+            self.capacity.add(device, consumed)
+        else:
+            self.in_flight.setdefault(device.id, set()).add(request.claim)
         picks = self.results[request.claim]
-        picks.append(Pick(request, candidate))
+        picks.append(Pick(request, candidate, consumed))
         size = len(picks) - 1
 
         def undo() -> None:
             for constraint in constraints:
                 constraint.remove(request.name, request.sub, device)
-            self.in_flight[device.id].discard(request.claim)
-            self._release_counters(candidate)
+            if consumed is not None:
+                self.capacity.add(device, consumed, -1)
+            else:
+                self.in_flight[device.id].discard(request.claim)
+            if counted:
+                self.counters.release(candidate.pool, device)
             del picks[size:]
 
         return undo
-
-    def _release_counters(self, candidate: Candidate) -> None:
-        if candidate.device.consumes_counters:
-            self.counters.release(candidate.pool, candidate.device)
 
     # -- the search ----------------------------------------------------------------------------
 
@@ -306,7 +358,7 @@ class Search:
             return self._next(ci, ri, si, di + 1, in_sub, 0, undo)
         for index in range(start, len(self.candidates)):
             candidate = self.candidates[index]
-            if self._in_use(request, candidate.device.id) or not self.selectable(request, index):
+            if self._in_use(request, candidate.device) or not self.selectable(request, index):
                 continue
             undo = self.allocate_device(request, candidate, must=False)
             if undo is None:

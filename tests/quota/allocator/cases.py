@@ -31,7 +31,7 @@ from tests.quota.allocator.builders import (
     subrequest,
 )
 
-__all__ = ["CASES", "Case", "Error"]
+__all__ = ["CASES", "CC_CASES", "SHARE_ID", "Case", "Error"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,8 @@ class Case:
     )
     allocated: tuple[tuple[str, str, str], ...] = ()
     node: dict = field(default_factory=node)
+    shared: tuple[tuple[str, str, str], ...] = ()
+    capacity: dict = field(default_factory=dict)
 
 
 def alloc(
@@ -1364,5 +1366,221 @@ CASES: tuple[Case, ...] = (
             },
         ),
         [alloc(result("req-0", "device-2"))],
+    ),
+)
+
+
+def shareable(name: str, policy: dict | None = None, **capacity: str) -> dict:
+    caps = {}
+    for key, value in capacity.items():
+        entry: dict[str, Any] = {"value": value}
+        if policy is not None:
+            entry["requestPolicy"] = policy
+        caps[key] = entry
+    return {"name": name, "allowMultipleAllocations": True, "capacity": caps}
+
+
+def cap_request(name: str, **amounts: str) -> dict:
+    fields: dict[str, Any] = {"capacity": {"requests": dict(amounts)}} if amounts else {}
+    return request(name, **fields)
+
+
+def shared_result(request_name: str, device_name: str, **consumed: str) -> dict:
+    extra: dict[str, Any] = {"consumedCapacity": dict(consumed)} if consumed else {}
+    return result(request_name, device_name, shareID=SHARE_ID, **extra)
+
+
+SHARE_ID = "<share-id>"
+RANGE = {"default": "1", "validRange": {"min": "2", "max": "8", "step": "2"}}
+VALUES = {"default": "1", "validValues": ["1", "4", "8"]}
+
+CC_CASES: tuple[Case, ...] = (
+    Case(
+        "consumable-capacity-two-claims-share-a-device-without-capacity",
+        (claim(request("req-0")), claim(request("req-0"))),
+        (
+            slice_(
+                "slice-1",
+                "pool-1",
+                devices=[{"name": "device-1", "allowMultipleAllocations": True}],
+            ),
+        ),
+        [alloc(shared_result("req-0", "device-1")), alloc(shared_result("req-0", "device-1"))],
+    ),
+    Case(
+        "consumable-capacity-without-policy-without-request-blocks-the-second-claim",
+        (claim(request("req-0")), claim(request("req-0"))),
+        (slice_("slice-1", "pool-1", devices=[shareable("device-1", bw="2")]),),
+        None,
+    ),
+    Case(
+        "consumable-capacity-without-policy-with-capacity-request",
+        (claim(cap_request("req-0", bw="1")), claim(cap_request("req-0", bw="1"))),
+        (slice_("slice-1", "pool-1", devices=[shareable("device-1", bw="2")]),),
+        [
+            alloc(shared_result("req-0", "device-1", bw="1")),
+            alloc(shared_result("req-0", "device-1", bw="1")),
+        ],
+    ),
+    Case(
+        "consumable-capacity-with-policy-default-without-request",
+        (claim(request("req-0")), claim(request("req-0"))),
+        (slice_("slice-1", "pool-1", devices=[shareable("device-1", RANGE, bw="8")]),),
+        [
+            alloc(shared_result("req-0", "device-1", bw="1")),
+            alloc(shared_result("req-0", "device-1", bw="1")),
+        ],
+    ),
+    Case(
+        "consumable-capacity-range-policy-step-rounds-up",
+        (claim(cap_request("req-0", bw="3")),),
+        (slice_("slice-1", "pool-1", devices=[shareable("device-1", RANGE, bw="8")]),),
+        [alloc(shared_result("req-0", "device-1", bw="4"))],
+    ),
+    Case(
+        "consumable-capacity-range-policy-below-min-rounds-to-min",
+        (claim(cap_request("req-0", bw="1500m")),),
+        (slice_("slice-1", "pool-1", devices=[shareable("device-1", RANGE, bw="8")]),),
+        [alloc(shared_result("req-0", "device-1", bw="2"))],
+    ),
+    Case(
+        "consumable-capacity-request-over-max",
+        (claim(cap_request("req-0", bw="9")),),
+        (slice_("slice-1", "pool-1", devices=[shareable("device-1", RANGE, bw="16")]),),
+        None,
+    ),
+    Case(
+        "consumable-capacity-valid-values-round-up",
+        (claim(cap_request("req-0", bw="2")),),
+        (slice_("slice-1", "pool-1", devices=[shareable("device-1", VALUES, bw="8")]),),
+        [alloc(shared_result("req-0", "device-1", bw="4"))],
+    ),
+    Case(
+        "consumable-capacity-exceeded",
+        (claim(cap_request("req-0", bw="4")), claim(cap_request("req-0", bw="4"))),
+        (slice_("slice-1", "pool-1", devices=[shareable("device-1", VALUES, bw="6")]),),
+        None,
+    ),
+    Case(
+        "consumable-capacity-missing-capacity-request",
+        (claim(cap_request("req-0", other="1")),),
+        (slice_("slice-1", "pool-1", devices=[shareable("device-1", bw="2")]),),
+        None,
+    ),
+    Case(
+        "consumable-capacity-allocated-capacity-use-remaining",
+        (claim(cap_request("req-0", bw="1")),),
+        (slice_("slice-1", "pool-1", devices=[shareable("device-1", bw="2")]),),
+        [alloc(shared_result("req-0", "device-1", bw="1"))],
+        shared=((DRIVER_A, "pool-1", "device-1"),),
+        capacity={(DRIVER_A, "pool-1", "device-1"): {"bw": "1"}},
+    ),
+    Case(
+        "consumable-capacity-allocated-capacity-next-device",
+        (claim(cap_request("req-0", bw="2")),),
+        (
+            slice_(
+                "slice-1",
+                "pool-1",
+                devices=[shareable("device-1", bw="2"), shareable("device-2", bw="2")],
+            ),
+        ),
+        [alloc(shared_result("req-0", "device-2", bw="2"))],
+        shared=((DRIVER_A, "pool-1", "device-1"),),
+        capacity={(DRIVER_A, "pool-1", "device-1"): {"bw": "1"}},
+    ),
+    Case(
+        "consumable-capacity-dedicated-device-request-only-filters",
+        (claim(cap_request("req-0", bw="1")),),
+        (slice_("slice-1", "pool-1", devices=[device("device-1", capacity={"bw": "2"})]),),
+        [alloc(result("req-0", "device-1"))],
+    ),
+    Case(
+        "consumable-capacity-dedicated-device-request-too-large",
+        (claim(cap_request("req-0", bw="3")),),
+        (slice_("slice-1", "pool-1", devices=[device("device-1", capacity={"bw": "2"})]),),
+        None,
+    ),
+    Case(
+        "allow-multiple-allocations-not-allocate-multi-allocatable-device-which-already-dedicated",
+        (claim(request("req-0")),),
+        (
+            slice_(
+                "slice-1",
+                "pool-1",
+                devices=[{"name": "device-1", "allowMultipleAllocations": True}],
+            ),
+        ),
+        None,
+        allocated=((DRIVER_A, "pool-1", "device-1"),),
+    ),
+    Case(
+        "allow-multiple-allocations-not-allocate-dedicated-device-which-change-from-multi-allocatable",
+        (claim(request("req-0")),),
+        (ONE,),
+        None,
+        shared=((DRIVER_A, "pool-1", "device-1"),),
+    ),
+    Case(
+        "allow-multiple-allocations-exclude-multi-allocatable-device-by-class-selector",
+        (claim(request("req-0")),),
+        (
+            slice_(
+                "slice-1",
+                "pool-1",
+                devices=[{"name": "device-1", "allowMultipleAllocations": True}],
+            ),
+        ),
+        None,
+        classes=(device_class(CLASS_A, DRIVER_A, selectors=["!device.allowMultipleAllocations"]),),
+    ),
+    Case(
+        "distinct-constraint-one-multi-allocatable-device",
+        (
+            claim(
+                request("req-0"),
+                request("req-1"),
+                constraints=[{"distinctAttribute": "driver-a/numa"}],
+            ),
+        ),
+        (
+            slice_(
+                "slice-1",
+                "pool-1",
+                devices=[
+                    {
+                        "name": "device-1",
+                        "allowMultipleAllocations": True,
+                        "attributes": {"numa": {"int": 1}},
+                    }
+                ],
+            ),
+        ),
+        None,
+    ),
+    Case(
+        "consumable-capacity-all-mode-filters-out-devices-without-capacity-left",
+        (
+            claim(
+                cap_request("req-0", bw="2")
+                | {
+                    "exactly": {
+                        "deviceClassName": CLASS_A,
+                        "allocationMode": "All",
+                        "capacity": {"requests": {"bw": "2"}},
+                    }
+                }
+            ),
+        ),
+        (
+            slice_(
+                "slice-1",
+                "pool-1",
+                devices=[shareable("device-1", bw="2"), shareable("device-2", bw="2")],
+            ),
+        ),
+        [alloc(shared_result("req-0", "device-2", bw="2"))],
+        shared=((DRIVER_A, "pool-1", "device-1"),),
+        capacity={(DRIVER_A, "pool-1", "device-1"): {"bw": "1"}},
     ),
 )

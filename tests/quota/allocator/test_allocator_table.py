@@ -7,20 +7,31 @@ import copy
 import pytest
 
 from quota.allocator import AllocationError, DeviceID, allocate
-from tests.quota.allocator.cases import CASES, Case, Error
+from quota.quantity import parse_quantity
+from tests.quota.allocator.cases import CASES, CC_CASES, SHARE_ID, Case, Error
 
 
 def _run(case: Case) -> object:
-    return allocate(
+    results = allocate(
         list(case.claims),
         case.node,
         case.slices,
         case.classes,
         allocated=frozenset(DeviceID(*d) for d in case.allocated),
+        shared_allocated=frozenset(DeviceID(*d) for d in case.shared),
+        allocated_capacity={
+            DeviceID(*d): {k: parse_quantity(v) for k, v in used.items()}
+            for d, used in case.capacity.items()
+        },
     )
+    for claim in results or ():
+        for r in claim["devices"]["results"]:
+            if "shareID" in r:
+                r["shareID"] = SHARE_ID  # random upstream; compared like the upstream harness
+    return results
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+@pytest.mark.parametrize("case", CASES + CC_CASES, ids=lambda c: c.id)
 def test_allocator_case(case: Case) -> None:
     before = copy.deepcopy((case.slices, case.classes, case.node))
     if isinstance(case.expect, Error):
@@ -34,5 +45,13 @@ def test_allocator_case(case: Case) -> None:
 
 
 def test_case_ids_are_unique() -> None:
-    ids = [c.id for c in CASES]
+    ids = [c.id for c in CASES + CC_CASES]
     assert len(ids) == len(set(ids))
+
+
+def test_share_ids_differ_per_allocation() -> None:
+    (case,) = [c for c in CC_CASES if c.id.endswith("share-a-device-without-capacity")]
+    results = allocate(list(case.claims), case.node, case.slices, case.classes)
+    assert results is not None
+    ids = [r["shareID"] for a in results for r in a["devices"]["results"]]
+    assert len(set(ids)) == 2
