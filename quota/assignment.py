@@ -220,10 +220,16 @@ def assign_flavors(
     shared = shared or {}
     demand = _Demand(per_pod, shared, held, pods)
     views: dict[FlavorResource, QuotaView] = {}
+    usages: dict[str, Mapping[FlavorResource, int]] = {}
+
+    def cached_usage(name: str) -> Mapping[FlavorResource, int]:
+        if name not in usages:
+            usages[name] = usage_of(name)
+        return usages[name]
 
     def view_of(key: FlavorResource) -> QuotaView:
         if key not in views:
-            views[key] = quota_view(table, queue, key, usage_of)
+            views[key] = quota_view(table, queue, key, cached_usage)
         return views[key]
 
     wanted = {r for r, v in per_pod.items() if v} | {

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from quota.assignment import assign_flavors, quota_view
 from quota.charge import FlavorResource
@@ -146,3 +148,63 @@ def test_resources_with_zero_demand_need_no_flavor() -> None:
     table = _table([_queue("a", 0, None)])
     result = assign_flavors(table, table.queues["a"], lambda q: {}, {"gpus": 0})
     assert result.ok and result.flavors == {}
+
+
+# --- property: the decision agrees with Kueue's quota rules stated as constraints --------
+
+QUEUE_NAMES = ("a", "b", "c")
+quotas = st.fixed_dictionaries(
+    {
+        "nominal": st.integers(0, 6),
+        "borrowingLimit": st.none() | st.integers(0, 4),
+        "lendingLimit": st.none() | st.integers(0, 6),
+    }
+)
+
+
+def _feasible(
+    spec: Mapping[str, Mapping[str, Any]], used: Mapping[str, int], queue: str, value: int
+) -> bool:
+    """Admitting `value` to `queue` keeps every rule: stated as constraints, not as `available`."""
+
+    def guaranteed(name: str) -> int:
+        limit = spec[name]["lendingLimit"]
+        return 0 if limit is None else max(0, spec[name]["nominal"] - limit)
+
+    after = {**used, queue: used.get(queue, 0) + value}
+    quota = spec[queue]
+    if (
+        quota["borrowingLimit"] is not None
+        and after[queue] > quota["nominal"] + quota["borrowingLimit"]
+    ):
+        return False
+    # what the cohort holds (lendable parts) must cover what its members use past their private part
+    lendable = sum(spec[n]["nominal"] - guaranteed(n) for n in spec)
+    beyond = sum(max(0, after.get(n, 0) - guaranteed(n)) for n in spec)
+    return beyond <= lendable
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    specs=st.lists(quotas, min_size=2, max_size=3),
+    pods=st.lists(st.tuples(st.integers(0, 2), st.integers(1, 4)), min_size=1, max_size=12),
+)
+def test_admission_matches_quota_constraints(
+    specs: list[dict[str, Any]], pods: list[tuple[int, int]]
+) -> None:
+    spec = {QUEUE_NAMES[i]: quota for i, quota in enumerate(specs)}
+    for quota in spec.values():
+        if quota["lendingLimit"] is not None:
+            quota["lendingLimit"] = min(quota["lendingLimit"], quota["nominal"])
+    table = _table(
+        [_queue(name, {k: v for k, v in q.items() if v is not None}) for name, q in spec.items()]
+    )
+    assert not table.invalid
+    used: dict[str, int] = {}
+    for index, value in pods:
+        name = QUEUE_NAMES[index % len(spec)]
+        usage = {n: {GPUS: used.get(n, 0)} for n in spec}
+        result = assign_flavors(table, table.queues[name], usage.__getitem__, {"gpus": value})
+        assert result.ok is _feasible(spec, used, name, value), (name, value, used)
+        if result.ok:
+            used[name] = used.get(name, 0) + value
