@@ -30,6 +30,7 @@ from quota.allocator.devices import Device, Slice, parse_slice
 from quota.allocator.nodes import node_matches, selector_matches
 from quota.allocator.pools import Pool, gather_pools
 from quota.allocator.search import SelectorMemo
+from quota.allocator.taintrules import apply_taint_rules, parse_taint_rule
 from quota.claims import PodClaim
 from quota.claimspec import ClaimSpec, ExactRequest
 from quota.cluster import ClusterState
@@ -39,7 +40,7 @@ from quota.quantity import parse_quantity
 
 __all__ = ["INDEX_KINDS", "Allocated", "Placement", "Placer", "make_placer", "place_claims"]
 
-INDEX_KINDS = ("ResourceSlice", "DeviceClass", "ResourceClaim", "Node")
+INDEX_KINDS = ("ResourceSlice", "DeviceClass", "ResourceClaim", "Node", "DeviceTaintRule")
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,9 @@ class _Index:
         self.classes = {
             c.name: c for c in self._parse(state.list("DeviceClass"), parse_device_class)
         }
+        rules = self._parse(state.list("DeviceTaintRule"), parse_taint_rule)
+        if rules:
+            self.slices = [apply_taint_rules(s, rules, self.classes) for s in self.slices]
         self.claims = [c for c in state.list("ResourceClaim") if _claim_results(c)]
         self.allocated = _allocated(self.claims)
         self.by_node: dict[str, list[Slice]] = {}

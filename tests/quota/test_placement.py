@@ -220,3 +220,55 @@ def test_placement_is_deterministic(count: int) -> None:
     state = cluster()
     claims = [template_claim("a", count)]
     assert place_claims(claims, state) == place_claims(claims, state)
+
+
+def taint_rule(pool: str, effect: str = "NoSchedule") -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1alpha3",
+        "kind": "DeviceTaintRule",
+        "metadata": {"name": f"maintenance-{pool}"},
+        "spec": {
+            "deviceSelector": {"driver": GPU, "pool": pool},
+            "taint": {"key": "example.com/maintenance", "value": "true", "effect": effect},
+        },
+    }
+
+
+def test_device_taint_rules_taint_the_devices_they_select() -> None:
+    state = cluster(taint_rule("node-1"))
+    placement = place_claims([template_claim("a", 1)], state)
+    assert placement.ok and placement.node == "node-2"
+
+
+def test_rule_taint_can_be_tolerated() -> None:
+    state = cluster(taint_rule("node-1"), taint_rule("node-2"))
+    assert not place_claims([template_claim("a", 1)], state).ok
+    spec = parse_claim_spec(
+        {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "gpu",
+                        "exactly": {
+                            "deviceClassName": GPU,
+                            "tolerations": [
+                                {"key": "example.com/maintenance", "operator": "Exists"}
+                            ],
+                        },
+                    }
+                ]
+            }
+        },
+        "v1",
+        "ResourceClaimTemplate team-a/tolerant",
+    )
+    tolerant = PodClaim("tolerant", "team-a", spec, claim_devices(spec), template="tolerant")
+    placement = place_claims([tolerant], state)
+    assert placement.ok and placement.node == "node-1"
+    (result,) = placement.allocations[0]["devices"]["results"]
+    assert result["tolerations"] == [{"key": "example.com/maintenance", "operator": "Exists"}]
+
+
+def test_none_effect_rule_does_not_block() -> None:
+    state = cluster(taint_rule("node-1", effect="None"))
+    assert place_claims([template_claim("a", 1)], state).node == "node-1"
