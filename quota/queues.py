@@ -20,7 +20,7 @@ from quota.charge import FlavorResource
 from quota.claimspec import FieldReader
 from quota.cluster import ClusterState, Obj
 from quota.errors import InvalidObject, object_ref
-from quota.quantity import amount
+from quota.quantity import amount, parse_quantity
 from quota.settings import Settings
 
 __all__ = [
@@ -194,7 +194,9 @@ def _flavor(
             borrowing_limit=_limit(reader, entry, "borrowingLimit", resource, here),
             lending_limit=_limit(reader, entry, "lendingLimit", resource, here),
         )
-        if quota.lending_limit is not None and quota.lending_limit > quota.nominal:
+        if quota.lending_limit is not None and parse_quantity(
+            entry["lendingLimit"]
+        ) > parse_quantity(entry["nominalQuota"]):
             problems.append(f"{here}.lendingLimit: must be less than or equal to nominalQuota")
         if quota.borrowing_limit is not None and cohort is None:
             problems.append(f"{here}.borrowingLimit: must be nil when cohort is empty")

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import copy
+import functools
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from cel_expr_python import cel
 
 from quota.cluster import ClusterState
 from quota.errors import InvalidObject
+from quota.quantity import parse_quantity
 from quota.queues import (
     namespace_selected,
     parse_cluster_queue,
@@ -242,3 +248,93 @@ def test_queue_table_is_cached_until_queue_objects_change() -> None:
     second = queue_table(state, Settings())
     assert second is not first and set(second.queues) == {"a", "b"}
     assert second.invalid == {"b": "ResourceFlavor other not found"}
+
+
+# --- the CRD's CEL rules and the embedded checks agree ------------------------------------
+
+CRD = Path(__file__).resolve().parents[2] / "manifests" / "crds" / "clusterqueues.yaml"
+_M = cel.Type.Map(cel.Type.STRING, cel.Type.DYN)
+
+
+def _compare(a: Mapping[str, Any], b: Mapping[str, Any]) -> int:
+    left, right = parse_quantity(a["q"]), parse_quantity(b["q"])
+    return (left > right) - (left < right)
+
+
+@functools.lru_cache(maxsize=1)
+def _env() -> Any:
+    functions = [
+        cel.FunctionDecl(
+            "quantity",
+            [cel.Overload("q_string", _M, [cel.Type.STRING], impl=lambda s: {"q": s})],
+        ),
+        cel.FunctionDecl(
+            "compareTo",
+            [cel.Overload("q_compare", cel.Type.INT, [_M, _M], is_member=True, impl=_compare)],
+        ),
+    ]
+    return cel.NewEnv(variables={"self": cel.Type.DYN}, functions=functions)
+
+
+def _rules() -> dict[str, list[str]]:
+    """CEL rules of the ClusterQueue schema by where `self` points."""
+    schema = yaml.safe_load(CRD.read_text(encoding="utf-8"))["spec"]["versions"][0]["schema"]
+    spec = schema["openAPIV3Schema"]["properties"]["spec"]
+    group = spec["properties"]["resourceGroups"]["items"]
+    flavor = group["properties"]["flavors"]["items"]
+    resource = flavor["properties"]["resources"]["items"]
+    return {
+        where: [rule["rule"] for rule in node.get("x-kubernetes-validations", [])]
+        for where, node in (("spec", spec), ("group", group), ("resource", resource))
+    }
+
+
+def _cel_valid(obj: Mapping[str, Any]) -> bool:
+    rules = _rules()
+    spec = obj["spec"]
+    targets = {
+        "spec": [spec],
+        "group": list(spec.get("resourceGroups", [])),
+        "resource": [
+            r for g in spec.get("resourceGroups", []) for f in g["flavors"] for r in f["resources"]
+        ],
+    }
+    for where, selves in targets.items():
+        for rule in rules[where]:
+            program = _env().compile(rule)
+            for value in selves:
+                result = program.eval(data={"self": value}).value()
+                assert isinstance(result, bool), (rule, result)
+                if not result:
+                    return False
+    return True
+
+
+COVERED = "spec.resourceGroups.0.coveredResources"
+
+
+def _without_cohort() -> dict[str, Any]:
+    obj = _with(f"{GPU}.borrowingLimit", DELETE)
+    obj["spec"]["cohort"] = ""
+    return obj
+
+
+CEL_CASES = [
+    pytest.param(BASE, True, id="valid"),
+    pytest.param(_with(f"{GPU}.lendingLimit", 5), False, id="lending-over-nominal"),
+    pytest.param(_with(f"{GPU}.lendingLimit", "4"), True, id="lending-equal-as-string"),
+    pytest.param(_with(f"{GPU}.nominalQuota", "1500m"), True, id="lending-under-milli-nominal"),
+    pytest.param(_with(f"{GPU}.nominalQuota", "500m"), False, id="lending-over-milli-nominal"),
+    pytest.param(_with("spec.cohort", DELETE), False, id="borrowing-without-cohort"),
+    pytest.param(_without_cohort(), True, id="no-cohort-no-borrowing"),
+    pytest.param(_with(COVERED, ["gpus", "cpu"]), False, id="order"),
+    pytest.param(_with(COVERED, ["cpu"]), False, id="extra-resource"),
+    pytest.param(_with(f"{GPU}.deviceClassNames", []), False, id="device-class-no-names"),
+    pytest.param(_with(f"{GPU}.kind", DELETE), False, id="names-without-kind"),
+]
+
+
+@pytest.mark.parametrize(("obj", "valid"), CEL_CASES)
+def test_crd_cel_rules_agree_with_embedded_checks(obj: dict[str, Any], valid: bool) -> None:
+    assert _cel_valid(obj) is valid
+    assert (parse_cluster_queue(obj).problems == ()) is valid
