@@ -36,6 +36,7 @@ __all__ = [
     "parse_cluster_queue",
     "parse_local_queue",
     "parse_resource_flavor",
+    "queue_condition",
     "queue_table",
 ]
 
@@ -495,3 +496,26 @@ def queue_table(state: ClusterState, settings: Settings) -> QueueTable:
     table = _build(state, settings)
     _CACHE[state] = (key, table)
     return table
+
+
+def queue_condition(table: QueueTable, name: str) -> dict[str, str]:
+    """The `Active` status condition of a ClusterQueue (the shell adds lastTransitionTime).
+
+    Reported for admins the way Kueue does: `True`/`Ready`, or `False` with the
+    problems that make the queue admit nothing.
+    """
+    if name in table.invalid:
+        return {
+            "type": "Active",
+            "status": "False",
+            "reason": "InvalidSpec",
+            "message": f"ClusterQueue {name} admits nothing: {table.invalid[name]}",
+        }
+    if name not in table.queues:
+        return {"type": "Active", "status": "Unknown", "reason": "NotFound", "message": ""}
+    return {
+        "type": "Active",
+        "status": "True",
+        "reason": "Ready",
+        "message": "can admit pods",
+    }

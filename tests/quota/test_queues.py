@@ -20,6 +20,7 @@ from quota.queues import (
     parse_cluster_queue,
     parse_local_queue,
     parse_resource_flavor,
+    queue_condition,
     queue_table,
 )
 from quota.settings import Settings
@@ -338,3 +339,18 @@ CEL_CASES = [
 def test_crd_cel_rules_agree_with_embedded_checks(obj: dict[str, Any], valid: bool) -> None:
     assert _cel_valid(obj) is valid
     assert (parse_cluster_queue(obj).problems == ()) is valid
+
+
+def test_queue_condition_reports_problems() -> None:
+    scenario = {
+        "queues": [
+            {"name": "ok", "groups": [{"default": {"cpu": 1}}]},
+            {"name": "bad", "groups": [{"default": {"cpu": {"nominal": 1, "lendingLimit": 2}}}]},
+        ]
+    }
+    table = queue_table(ClusterState(scenario_objects(scenario)), Settings())
+    assert queue_condition(table, "ok")["status"] == "True"
+    bad = queue_condition(table, "bad")
+    assert (bad["status"], bad["reason"]) == ("False", "InvalidSpec")
+    assert "lendingLimit: must be less than or equal to nominalQuota" in bad["message"]
+    assert queue_condition(table, "missing")["status"] == "Unknown"

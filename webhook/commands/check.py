@@ -119,6 +119,8 @@ def _print_human(items: list[dict[str, Any]]) -> None:
     print_table(
         ("KIND", "NAMESPACE", "NAME", "DECISION", "REASON", "QUEUE", "FLAVOR", "CHARGE"), rows
     )
+    admitted = sum(1 for item in items if item["allowed"])
+    print(f"\n{admitted} allowed, {len(items) - admitted} denied")
     notes = [item for item in items if not item["allowed"] or item["warnings"]]
     if notes:
         print()
