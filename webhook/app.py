@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -19,7 +19,9 @@ from fastapi import FastAPI, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge
-from quota.decision import Decision, Placer, decide
+from quota.claims import PodClaim
+from quota.cluster import ClusterState
+from quota.decision import Decision, PlacementLike, Placer, decide
 from quota.errors import DraquotaError
 from quota.settings import Settings
 from quota.usage import Usage
@@ -29,11 +31,62 @@ from webhook.backend import Backend, Ledger, valid_reservation_id
 from webhook.metrics import Metrics
 from webhook.mutation import pod_patch, same_charge
 
-__all__ = ["MAX_BODY_BYTES", "Admission", "create_app"]
+__all__ = ["MAX_BODY_BYTES", "PLACEMENT_KINDS", "Admission", "CachedPlacer", "create_app"]
 
 MAX_BODY_BYTES = 3 * 1024 * 1024
 
 log = logging.getLogger("draquota.admission")
+
+# Everything a placement reads: published devices, classes, allocations, nodes, taints, templates.
+PLACEMENT_KINDS = (
+    "ResourceSlice",
+    "DeviceClass",
+    "ResourceClaim",
+    "ResourceClaimTemplate",
+    "Node",
+    "DeviceTaintRule",
+)
+
+
+class CachedPlacer:
+    """Remembers placements until an object placement reads changes.
+
+    A placement depends on the claims and the cluster's devices, never on quota
+    usage (admitted pods hold quota, not devices), so pods stamped from the same
+    templates — every replica of a Job or Deployment — share one answer per
+    revision of PLACEMENT_KINDS. The cache is dropped whole on a new revision
+    and bounded in size.
+    """
+
+    def __init__(self, placer: Placer, state: ClusterState, size: int = 4096) -> None:
+        self.placer = placer
+        self.state = state
+        self.size = size
+        self.hits = 0
+        self._revision: tuple[int, ...] = ()
+        self._cache: dict[Any, PlacementLike] = {}
+
+    def __call__(
+        self, claims: Sequence[PodClaim], node_labels: Mapping[str, str] | None
+    ) -> PlacementLike:
+        revision = self.state.revision(*PLACEMENT_KINDS)
+        key = (
+            tuple((c.namespace, c.entry, c.template, c.claim) for c in claims),
+            tuple(sorted(node_labels.items())) if node_labels is not None else None,
+        )
+        cache = self._cache
+        if revision != self._revision:
+            cache = self._cache = {}
+            self._revision = revision
+        found = cache.get(key)
+        if found is not None:
+            self.hits += 1
+            return found
+        placement = self.placer(claims, node_labels)
+        if len(cache) >= self.size:
+            cache.clear()
+        cache[key] = placement
+        return placement
 
 
 def _labels_and_annotations(obj: Mapping[str, Any] | None) -> tuple[Any, Any]:
@@ -283,13 +336,15 @@ def create_app(
             log.exception("recording the admission failed", extra={"uid": req.uid})
         return Response(orjson.dumps(document), media_type="application/json")
 
-    @app.post("/mutate")
     async def mutate(request: Request) -> Response:
         return await handle(request, "mutate")
 
-    @app.post("/validate")
     async def validate(request: Request) -> Response:
         return await handle(request, "validate")
+
+    # Plain Starlette routes: the body is ours to read and validate, no dependency injection.
+    app.add_route("/mutate", mutate, methods=["POST"])
+    app.add_route("/validate", validate, methods=["POST"])
 
     @app.get("/healthz")
     async def healthz() -> Response:
@@ -323,7 +378,7 @@ def _record(
     elif decision is not None and decision.queue_name:
         queue = f"{req.namespace or 'default'}/{decision.queue_name}"
     reason = outcome.reason or (decision.reason if decision else "") or "Allowed"
-    metrics.latency.labels(endpoint).observe(elapsed)
+    metrics.observe_latency(endpoint, elapsed)
     metrics.decisions.labels(endpoint, queue, req.resource, reason, str(outcome.allowed)).inc()
     level = logging.DEBUG if outcome.allowed else logging.INFO
     if log.isEnabledFor(level):

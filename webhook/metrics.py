@@ -94,12 +94,19 @@ class Metrics:
             ["endpoint", "queue", "resource", "reason", "allowed"],
             registry=self.registry,
         )
+        self._latency_children: dict[str, Any] = {}
         self.bad_requests = Counter(
             "draquota_bad_requests",
             "bodies refused before a decision (not an AdmissionReview, too large)",
             ["endpoint", "code"],
             registry=self.registry,
         )
+
+    def observe_latency(self, endpoint: str, seconds: float) -> None:
+        child = self._latency_children.get(endpoint)
+        if child is None:
+            child = self._latency_children[endpoint] = self.latency.labels(endpoint)
+        child.observe(seconds)
 
     def watch(self, backend: Any, ledger: Any) -> None:
         """Export usage and cache state of this backend and ledger."""

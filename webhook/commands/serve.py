@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import sys
 from pathlib import Path
@@ -63,7 +64,9 @@ def _placer(backend: Backend) -> Any:
     except ImportError:
         log.warning("placement is not available: claims are not checked for placement")
         return None
-    return make_placer(backend.state)
+    from webhook.app import CachedPlacer
+
+    return CachedPlacer(make_placer(backend.state), backend.state)
 
 
 def _live(args: argparse.Namespace, settings: Settings) -> tuple[Backend, Ledger] | str:
@@ -107,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
         backend, ledger, settings, _placer(backend), certs_ready=lambda: reloader.loaded
     )
     server = webhook_server(app, args.host, args.port, context, reloader)
+    gc.collect()
+    gc.freeze()  # the loaded cluster view is long-lived: keep it out of every GC pass
     log.info(
         "serving", extra={"host": args.host, "port": args.port, "cert_dir": str(args.cert_dir)}
     )
