@@ -26,8 +26,10 @@ from quota.allocator.errors import AllocationError, InvalidPoolsError
 from quota.allocator.pools import Pool, gather_pools
 from quota.allocator.result import allocation_result
 from quota.allocator.search import Search, SelectorMemo
-from quota.claimspec import ClaimSpec
+from quota.claims import claim_spec_of
+from quota.claimspec import ClaimSpec, parse_claim_spec
 from quota.deviceclasses import DeviceClass, parse_device_class
+from quota.errors import InvalidObject
 
 __all__ = [
     "AllocationError",
@@ -55,8 +57,44 @@ def _classes(
     return {c.name: c for c in parsed}
 
 
+def _claim_specs(
+    claims: Sequence[ClaimSpec | Mapping[str, Any]], names: Sequence[str] | None
+) -> tuple[list[ClaimSpec], list[str]]:
+    specs: list[ClaimSpec] = []
+    labels: list[str] = []
+    for i, claim in enumerate(claims):
+        label = names[i] if names is not None else f"claim-{i}"
+        if isinstance(claim, ClaimSpec):
+            specs.append(claim)
+            labels.append(label)
+            continue
+        metadata = claim.get("metadata") or {}
+        if names is None and metadata.get("name"):
+            namespace = metadata.get("namespace")
+            label = f"{namespace}/{metadata['name']}" if namespace else str(metadata["name"])
+        try:
+            if claim.get("kind"):
+                specs.append(claim_spec_of(claim))
+            else:
+                specs.append(parse_claim_spec(claim, "v1", f"ResourceClaim {label}"))
+        except InvalidObject as exc:
+            raise AllocationError(_upstream_reason(exc), label) from exc
+        labels.append(label)
+    return specs, labels
+
+
+def _upstream_reason(exc: InvalidObject) -> str:
+    """The allocator's wording for claim fields it rejects (the parser's is kept after it)."""
+    if exc.path.endswith("allocationMode") and "unsupported value" in exc.reason:
+        mode = exc.reason.split('"')[1] if '"' in exc.reason else exc.reason
+        return f"unsupported count mode {mode} ({exc})"
+    if exc.path.endswith("deviceClassName") and exc.reason == "required":
+        return f"missing device class name (unsupported request type?) ({exc})"
+    return str(exc)
+
+
 def allocate(
-    claims: Sequence[ClaimSpec],
+    claims: Sequence[ClaimSpec | Mapping[str, Any]],
     node: Mapping[str, Any] | None,
     slices: Iterable[Slice | Mapping[str, Any]] = (),
     classes: Mapping[str, DeviceClass] | Iterable[DeviceClass | Mapping[str, Any]] = (),
@@ -70,6 +108,9 @@ def allocate(
 ) -> list[dict[str, Any]] | None:
     """Allocate devices for all `claims` together on `node` (a Node object; None = no node).
 
+    A claim is a parsed `ClaimSpec`, a ResourceClaim object (any supported version) or a
+    v1 ResourceClaim `spec`; a malformed claim raises AllocationError.
+
     `slices` are ResourceSlice objects (any supported version) or parsed `Slice`s,
     `classes` DeviceClass objects or a name -> DeviceClass mapping, `allocated` the
     IDs of devices already allocated to other claims (admin-access allocations
@@ -81,9 +122,9 @@ def allocate(
     """
     if pools is None:
         pools = gather_pools(_slices(slices), node)
-    names = list(claim_names) if claim_names is not None else [f"#{i}" for i in range(len(claims))]
+    specs, names = _claim_specs(claims, claim_names)
     search = Search(
-        claims=claims,
+        claims=specs,
         claim_names=names,
         node=node,
         pools=pools,
@@ -101,7 +142,7 @@ def allocate(
         return None
     node_name = str(((node or {}).get("metadata") or {}).get("name") or "")
     results = []
-    for ci, spec in enumerate(claims):
+    for ci, spec in enumerate(specs):
         chosen = [
             alternatives[search.selected.get((ci, ri), 0)]
             for ri, alternatives in enumerate(search.requests[ci])

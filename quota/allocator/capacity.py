@@ -10,7 +10,7 @@ On an ordinary device the request only filters (it must fit the device at all).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Any
 
@@ -100,16 +100,28 @@ def consumption(device: Device, requested: Mapping[str, Quantity]) -> Consumptio
 
 
 class CapacityLedger:
-    """Capacity used on shareable devices: by existing allocations plus the current search."""
+    """Capacity used on shareable devices: by existing allocations plus the current search.
 
-    def __init__(self, allocated: Mapping[DeviceID, Mapping[str, Decimal]]) -> None:
+    It also tracks which shareable devices are in use (shared before, or by an in-flight
+    allocation): only the first share of a device consumes its counters.
+    """
+
+    def __init__(
+        self,
+        allocated: Mapping[DeviceID, Mapping[str, Decimal]],
+        shared: Container[DeviceID] = frozenset(),
+    ) -> None:
         self._allocated = allocated
+        self._shared = shared
         self._allocating: dict[DeviceID, dict[str, Decimal]] = {}
+        self._shares: dict[DeviceID, int] = {}
 
     def in_use(self, device_id: DeviceID) -> bool:
-        """Whether any capacity of the device is consumed already."""
-        return any(self._allocated.get(device_id, {}).values()) or any(
-            self._allocating.get(device_id, {}).values()
+        """Whether the device already has a share (existing or in flight)."""
+        return (
+            self._shares.get(device_id, 0) > 0
+            or device_id in self._shared
+            or device_id in self._allocated
         )
 
     def fits(self, device: Device, amounts: Consumption, include_allocating: bool = True) -> bool:
@@ -123,7 +135,8 @@ class CapacityLedger:
         return True
 
     def add(self, device: Device, amounts: Consumption, sign: int = 1) -> None:
-        """Record (or with sign -1, undo) an in-flight allocation."""
+        """Record (or with sign -1, undo) an in-flight share of the device."""
         flight = self._allocating.setdefault(device.id, {})
         for qualified, (_, amount) in amounts.items():
             flight[qualified] = flight.get(qualified, Decimal(0)) + sign * amount.value
+        self._shares[device.id] = self._shares.get(device.id, 0) + sign

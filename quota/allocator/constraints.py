@@ -60,7 +60,7 @@ class MatchAttribute(ClaimConstraint):
         if self.count == 0:
             self.value, self.count = attribute, 1
             return True
-        if attribute[0] == "unknown" or attribute != self.value:
+        if attribute[0] in ("unknown", "list") or attribute != self.value:
             return False
         self.count += 1
         return True
@@ -91,7 +91,7 @@ class DistinctAttribute(ClaimConstraint):
                 f"distinctAttribute {self.attribute}: unsupported attribute value "
                 f"on device {device.id}"
             )
-        if any(attribute == value for value in self.values.values()):
+        if attribute[0] == "list" or any(attribute == value for value in self.values.values()):
             return False
         self.values[_key(request, sub)] = attribute
         return True

@@ -23,8 +23,12 @@ Key = tuple[str, str]  # (driver, pool)
 class CounterLedger:
     """Available and in-flight counter consumption for one allocation attempt."""
 
-    def __init__(self, allocated: Container[DeviceID]) -> None:
+    def __init__(
+        self, allocated: Container[DeviceID], shared: Container[DeviceID] = frozenset()
+    ) -> None:
+        # A device shared between claims consumes its counters once, like a dedicated one.
         self._allocated = allocated
+        self._shared = shared
         self._available: dict[Key, dict[str, dict[str, Decimal]]] = {}
         self._consumed: dict[Key, dict[str, dict[str, Decimal]]] = {}
 
@@ -36,7 +40,9 @@ class CounterLedger:
         available = {name: dict(counters) for name, counters in (pool.counter_sets or {}).items()}
         for s in (*pool.slices, *pool.other_slices):
             for device in s.devices:
-                if not device.consumes_counters or device.id not in self._allocated:
+                if not device.consumes_counters or not (
+                    device.id in self._allocated or device.id in self._shared
+                ):
                     continue
                 for set_name, counters in device.consumes_counters:
                     target = available.get(set_name, {})

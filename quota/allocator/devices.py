@@ -118,7 +118,10 @@ def _attribute(r: FieldReader, raw: Any, path: str) -> tuple[str, Any]:
             if not isinstance(value, expected) or (kind == "int" and isinstance(value, bool)):
                 raise r.fail(f"{path}.{kind}", f"must be a {kind}, got {value!r}")
             return kind, value
-    # A value of a type this version does not know: kept, but matches no constraint.
+    if any(value is not None for value in raw.values()):
+        # A type this allocator does not know (e.g. list values): matches no constraint.
+        return "list", None
+    # No value at all: constraints report it as an unsupported attribute value.
     return "unknown", None
 
 
@@ -186,7 +189,7 @@ def cel_input(
     """The `device` variable CEL selectors see."""
     attrs: dict[str, dict[str, Any]] = {}
     for qualified, (kind, value) in attributes.items():
-        if kind == "unknown":
+        if kind in ("unknown", "list"):
             continue
         domain, name = split_name(qualified, driver)
         attrs.setdefault(domain, {})[name] = (

@@ -108,8 +108,8 @@ class Search:
     steps: int = 0
 
     def __post_init__(self) -> None:
-        self.counters = CounterLedger(self.allocated)
-        self.capacity = CapacityLedger(self.allocated_capacity)
+        self.counters = CounterLedger(self.allocated, self.shared_allocated)
+        self.capacity = CapacityLedger(self.allocated_capacity, self.shared_allocated)
         self.in_flight: dict[DeviceID, set[int]] = {}
         self._selectable: dict[tuple[int, int], bool] = {}
         self.constraints: list[list[ClaimConstraint]] = []

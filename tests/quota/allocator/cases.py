@@ -31,7 +31,7 @@ from tests.quota.allocator.builders import (
     subrequest,
 )
 
-__all__ = ["CASES", "CC_CASES", "SHARE_ID", "Case", "Error"]
+__all__ = ["CASES", "CC_CASES", "MORE_CASES", "SHARE_ID", "Case", "Error"]
 
 
 @dataclass(frozen=True)
@@ -1582,5 +1582,434 @@ CC_CASES: tuple[Case, ...] = (
         [alloc(shared_result("req-0", "device-2", bw="2"))],
         shared=((DRIVER_A, "pool-1", "device-1"),),
         capacity={(DRIVER_A, "pool-1", "device-1"): {"bw": "1"}},
+    ),
+)
+
+
+def counted(name: str, counter_set: str, amount: str, counter: str = "c", **fields: Any) -> dict:
+    return device(
+        name,
+        consumesCounters=[{"counterSet": counter_set, "counters": {counter: {"value": amount}}}],
+        **fields,
+    )
+
+
+def counter_slice(
+    name: str,
+    pool: str,
+    counter_set: str,
+    amount: str,
+    driver: str = DRIVER_A,
+    count: int = 2,
+    counter: str = "c",
+) -> dict:
+    return slice_(
+        name,
+        pool,
+        driver=driver,
+        count=count,
+        node_name=None,
+        nodeName=NODE_1,
+        sharedCounters=[{"name": counter_set, "counters": {counter: {"value": amount}}}],
+    )
+
+
+KIND = 'device.attributes["driver-a"].kind == "{}"'
+
+MORE_CASES: tuple[Case, ...] = (
+    Case(
+        "partitionable-devices-counter-cache-scoped-by-pool-id",
+        (claim(request("req-0")), claim(request("req-1", cls=CLASS_B))),
+        (
+            slice_("slice-1", "pool-1", count=2, devices=[counted("device-1", "set-1", "1")]),
+            counter_slice("slice-2", "pool-1", "set-1", "1"),
+            slice_(
+                "slice-3",
+                "pool-1",
+                driver=DRIVER_B,
+                count=2,
+                devices=[counted("device-2", "set-1", "2")],
+            ),
+            counter_slice("slice-4", "pool-1", "set-1", "2", driver=DRIVER_B),
+        ),
+        [
+            alloc(result("req-0", "device-1")),
+            alloc(result("req-1", "device-2", driver=DRIVER_B)),
+        ],
+    ),
+    Case(
+        "partitionable-devices-counter-cache-not-crossed-between-drivers",
+        (claim(request("req-0")), claim(request("req-1", cls=CLASS_B))),
+        (
+            slice_("slice-1", "pool-1", count=2, devices=[counted("device-1", "set-1", "1")]),
+            counter_slice("slice-2", "pool-1", "set-1", "1"),
+            slice_(
+                "slice-3",
+                "pool-1",
+                driver=DRIVER_B,
+                count=2,
+                devices=[counted("device-2", "set-2", "2", counter="d")],
+            ),
+            counter_slice("slice-4", "pool-1", "set-2", "1", driver=DRIVER_B, counter="d"),
+        ),
+        None,
+    ),
+    Case(
+        "partitionable-devices-taint-releases-counter",
+        (claim(request("req-0")),),
+        (
+            slice_(
+                "slice-1",
+                "pool-1",
+                count=2,
+                devices=[
+                    counted(
+                        "device-1", "set-1", "1", taints=[{"key": "k", "effect": "NoSchedule"}]
+                    ),
+                    counted("device-2", "set-1", "1"),
+                ],
+            ),
+            counter_slice("slice-2", "pool-1", "set-1", "1"),
+        ),
+        [alloc(result("req-0", "device-2"))],
+    ),
+    Case(
+        "partitionable-devices-constraint-releases-counter",
+        (claim(request("req-0", count=2), constraints=[{"matchAttribute": "driver-a/color"}]),),
+        (
+            slice_(
+                "slice-1",
+                "pool-1",
+                count=2,
+                devices=[
+                    counted("device-1", "set-1", "1", attributes={"color": {"string": "red"}}),
+                    counted("device-2", "set-1", "1", attributes={"color": {"string": "blue"}}),
+                    counted("device-3", "set-1", "1", attributes={"color": {"string": "blue"}}),
+                ],
+            ),
+            counter_slice("slice-2", "pool-1", "set-1", "2"),
+        ),
+        [alloc(result("req-0", "device-2"), result("req-0", "device-3"))],
+    ),
+    Case(
+        "partitionable-consumable-capacity-backtrack-releases-counter",
+        (
+            claim(
+                request("req-0", selectors=[KIND.format("shared")]),
+                request("req-1", selectors=[KIND.format("counteronly")]),
+            ),
+        ),
+        (
+            slice_(
+                "slice-1",
+                "pool-1",
+                count=2,
+                devices=[
+                    counted(
+                        "device-1",
+                        "set-1",
+                        "1",
+                        allowMultipleAllocations=True,
+                        attributes={"kind": {"string": "shared"}},
+                    ),
+                    device("device-2", attrs={"kind": "shared"}),
+                    counted(
+                        "device-3", "set-1", "1", attributes={"kind": {"string": "counteronly"}}
+                    ),
+                ],
+            ),
+            counter_slice("slice-2", "pool-1", "set-1", "1"),
+        ),
+        [alloc(result("req-0", "device-2"), result("req-1", "device-3"))],
+    ),
+    Case(
+        "partitionable-shared-device-pays-its-counters-once",
+        (
+            claim(request("req-0", selectors=[KIND.format("shared")])),
+            claim(
+                request(
+                    "req-1", selectors=[KIND.format("shared") + " || " + KIND.format("fallback")]
+                ),
+                request("req-2", selectors=[KIND.format("gate")]),
+                request("req-3", selectors=[KIND.format("shared")]),
+                constraints=[{"requests": ["req-1", "req-2"], "matchAttribute": "driver-a/color"}],
+            ),
+        ),
+        (
+            slice_(
+                "slice-1",
+                "pool-1",
+                count=2,
+                devices=[
+                    counted(
+                        "device-1",
+                        "set-1",
+                        "1",
+                        allowMultipleAllocations=True,
+                        attributes={"kind": {"string": "shared"}, "color": {"string": "red"}},
+                    ),
+                    device("device-2", attrs={"kind": "fallback", "color": "blue"}),
+                    device("device-3", attrs={"kind": "gate", "color": "blue"}),
+                ],
+            ),
+            counter_slice("slice-2", "pool-1", "set-1", "1"),
+        ),
+        [
+            alloc(shared_result("req-0", "device-1")),
+            alloc(
+                result("req-1", "device-2"),
+                result("req-2", "device-3"),
+                shared_result("req-3", "device-1"),
+            ),
+        ],
+    ),
+    Case(
+        "allow-multiple-allocations-with-shared-device-counter-cross-cycle",
+        (
+            claim(
+                cap_request("req-0", bw="1")
+                | {
+                    "exactly": {
+                        "deviceClassName": CLASS_A,
+                        "capacity": {"requests": {"bw": "1"}},
+                        "selectors": [{"cel": {"expression": KIND.format("b")}}],
+                    }
+                }
+            ),
+        ),
+        (
+            slice_(
+                "slice-1",
+                "pool-1",
+                count=2,
+                devices=[
+                    counted(
+                        "device-1",
+                        "set-1",
+                        "1",
+                        counter="bw",
+                        allowMultipleAllocations=True,
+                        attributes={"kind": {"string": "a"}},
+                        capacity={"bw": "1"},
+                    ),
+                    counted(
+                        "device-2",
+                        "set-1",
+                        "1",
+                        counter="bw",
+                        allowMultipleAllocations=True,
+                        attributes={"kind": {"string": "b"}},
+                        capacity={"bw": "1"},
+                    ),
+                ],
+            ),
+            counter_slice("slice-2", "pool-1", "set-1", "1", counter="bw"),
+        ),
+        None,
+        shared=((DRIVER_A, "pool-1", "device-1"),),
+        capacity={(DRIVER_A, "pool-1", "device-1"): {"bw": "1"}},
+    ),
+    Case(
+        "consumable-capacity-with-multi-allocatable-device-backtrack",
+        (
+            claim(
+                cap_request("req-0", bw="2"),
+                cap_request("req-1", bw="2"),
+                constraints=[{"matchAttribute": "driver-a/color"}],
+            ),
+            claim(cap_request("req-0", bw="2")),
+        ),
+        (
+            slice_(
+                "slice-1",
+                "pool-1",
+                devices=[
+                    shareable("device-2", RANGE, bw="2")
+                    | {"attributes": {"color": {"string": "one"}}},
+                    shareable("device-1", RANGE, bw="4")
+                    | {"attributes": {"color": {"string": "two"}}},
+                ],
+            ),
+        ),
+        [
+            alloc(
+                shared_result("req-0", "device-1", bw="2"),
+                shared_result("req-1", "device-1", bw="2"),
+            ),
+            alloc(shared_result("req-0", "device-2", bw="2")),
+        ],
+    ),
+    Case(
+        "with-distinct-constraints-unknown-type-attribute",
+        (
+            claim(
+                request("req-0"),
+                constraints=[{"requests": ["req-0"], "distinctAttribute": "driver-a/flag"}],
+            ),
+        ),
+        (slice_("slice-1", "pool-1", devices=[{"name": "device-1", "attributes": {"flag": {}}}]),),
+        Error("unsupported attribute value"),
+    ),
+    Case(
+        "with-distinct-constraints-with-subrequests",
+        (
+            claim(
+                *(
+                    {
+                        "name": f"req-{i}",
+                        "firstAvailable": [
+                            subrequest(
+                                "subReq-0", selectors=['device.attributes["driver-a"].flag']
+                            ),
+                            subrequest("subReq-1"),
+                        ],
+                    }
+                    for i in range(3)
+                ),
+                constraints=[
+                    {"requests": ["req-0", "req-1"], "distinctAttribute": "driver-a/flag"}
+                ],
+            ),
+        ),
+        (
+            slice_(
+                "slice-1",
+                "pool-1",
+                devices=[
+                    {
+                        "name": "device-1",
+                        "allowMultipleAllocations": True,
+                        "attributes": {"flag": {"bool": True}},
+                    },
+                    {
+                        "name": "device-2",
+                        "allowMultipleAllocations": True,
+                        "attributes": {"flag": {"bool": False}},
+                    },
+                ],
+            ),
+        ),
+        [
+            alloc(
+                shared_result("req-0/subReq-0", "device-1"),
+                shared_result("req-1/subReq-1", "device-2"),
+                shared_result("req-2/subReq-0", "device-1"),
+            )
+        ],
+    ),
+    Case(
+        "list-attributes-never-match-in-this-variant",
+        (claim(request("req-0", count=2), constraints=[{"matchAttribute": "driver-a/names"}]),),
+        (
+            slice_(
+                "slice-1",
+                "pool-1",
+                devices=[
+                    {"name": "device-1", "attributes": {"names": {"strings": ["a", "b"]}}},
+                    {"name": "device-2", "attributes": {"names": {"strings": ["a", "b"]}}},
+                ],
+            ),
+        ),
+        None,
+    ),
+    Case(
+        "claim-config-scoped-to-subrequests-of-one-request",
+        (
+            claim(
+                {
+                    "name": "req-0",
+                    "firstAvailable": [subrequest("subReq-0"), subrequest("subReq-1", cls=CLASS_B)],
+                },
+                request("req-1"),
+                config=[
+                    {
+                        "requests": ["req-0/subReq-0", "req-0/subReq-1"],
+                        "opaque": {"driver": DRIVER_A, "parameters": {}},
+                    }
+                ],
+            ),
+        ),
+        (slice_("slice-1", "pool-1", devices=["device-0", "device-1"]),),
+        [
+            alloc(
+                result("req-0/subReq-0", "device-0"),
+                result("req-1", "device-1"),
+                config=[
+                    {
+                        "source": "FromClaim",
+                        "requests": ["req-0/subReq-0", "req-0/subReq-1"],
+                        "opaque": {"driver": DRIVER_A, "parameters": {}},
+                    }
+                ],
+            )
+        ],
+    ),
+    Case(
+        "claim-config-covering-all-requests-is-cleared",
+        (
+            claim(
+                {
+                    "name": "req-0",
+                    "firstAvailable": [subrequest("subReq-0"), subrequest("subReq-1", cls=CLASS_B)],
+                },
+                request("req-1"),
+                config=[
+                    {
+                        "requests": ["req-0/subReq-0", "req-1"],
+                        "opaque": {"driver": DRIVER_A, "parameters": {}},
+                    }
+                ],
+            ),
+        ),
+        (slice_("slice-1", "pool-1", devices=["device-0", "device-1"]),),
+        [
+            alloc(
+                result("req-0/subReq-0", "device-0"),
+                result("req-1", "device-1"),
+                config=[{"source": "FromClaim", "opaque": {"driver": DRIVER_A, "parameters": {}}}],
+            )
+        ],
+    ),
+    Case(
+        "node-restriction-binds-to-node",
+        (claim(request("req-0")),),
+        (
+            slice_(
+                "slice-1",
+                "pool-1",
+                devices=[device("device-1", bindsToNode=True)],
+                nodeSelector=node_selector(),
+            ),
+        ),
+        [alloc(result("req-0", "device-1"))],
+    ),
+    Case(
+        "binding-conditions-copied-and-pool-searched-last",
+        (claim(request("req-0", count=2)),),
+        (
+            slice_(
+                "slice-1",
+                "pool-1",
+                devices=[
+                    device(
+                        "device-1",
+                        bindingConditions=["IsPrepared"],
+                        bindingFailureConditions=["Failed"],
+                    )
+                ],
+            ),
+            slice_("slice-2", "pool-2", devices=["device-2"]),
+        ),
+        [
+            alloc(
+                result("req-0", "device-2", pool="pool-2"),
+                result(
+                    "req-0",
+                    "device-1",
+                    bindingConditions=["IsPrepared"],
+                    bindingFailureConditions=["Failed"],
+                ),
+            )
+        ],
     ),
 )

@@ -8,7 +8,9 @@ import pytest
 
 from quota.allocator import AllocationError, DeviceID, allocate
 from quota.quantity import parse_quantity
-from tests.quota.allocator.cases import CASES, CC_CASES, SHARE_ID, Case, Error
+from tests.quota.allocator.cases import CASES, CC_CASES, MORE_CASES, SHARE_ID, Case, Error
+
+ALL_CASES = CASES + CC_CASES + MORE_CASES
 
 
 def _run(case: Case) -> object:
@@ -31,7 +33,7 @@ def _run(case: Case) -> object:
     return results
 
 
-@pytest.mark.parametrize("case", CASES + CC_CASES, ids=lambda c: c.id)
+@pytest.mark.parametrize("case", ALL_CASES, ids=lambda c: c.id)
 def test_allocator_case(case: Case) -> None:
     before = copy.deepcopy((case.slices, case.classes, case.node))
     if isinstance(case.expect, Error):
@@ -45,7 +47,7 @@ def test_allocator_case(case: Case) -> None:
 
 
 def test_case_ids_are_unique() -> None:
-    ids = [c.id for c in CASES + CC_CASES]
+    ids = [c.id for c in ALL_CASES]
     assert len(ids) == len(set(ids))
 
 

@@ -28,6 +28,12 @@ from tests.quota.allocator.builders import (
 )
 
 TYPE_X = 'device.attributes["driver-a"].type == "X"'
+TYPE_Y = 'device.attributes["driver-a"].type == "Y"'
+XYY = (
+    device("device-1", attrs={"type": "X"}),
+    device("device-2", attrs={"type": "Y"}),
+    device("device-3", attrs={"type": "Y"}),
+)
 
 
 def _alternatives(name: str, first: dict, second: dict) -> dict:
@@ -77,6 +83,34 @@ SHAPES = (
         ),
         True,
         12,
+    ),
+    Shape(
+        "check-combinations-with-backtracking-across-slices-and-pools",
+        claim(request("req-1", count=2), request("req-2", selectors=[TYPE_X])),
+        (
+            slice_("slice-1", "pool-1", devices=[XYY[0]], count=2),
+            slice_("slice-2", "pool-1", devices=[XYY[1]], count=2),
+            # Binding conditions put pool-2 last in the search order.
+            slice_("slice-3", "pool-2", devices=[XYY[2] | {"bindingConditions": ["IsPrepared"]}]),
+        ),
+        True,
+        12,
+    ),
+    Shape(
+        "check-combinations-with-prioritized-list",
+        claim(
+            _alternatives(
+                "req-1",
+                subrequest("subReq-0", count=3, selectors=[TYPE_Y]),
+                subrequest("subReq-1", count=2),
+            ),
+            _alternatives(
+                "req-2", subrequest("subReq-0", count=2), subrequest("subReq-1", selectors=[TYPE_X])
+            ),
+        ),
+        (slice_("slice-1", "pool-1", devices=list(XYY)),),
+        True,
+        26,
     ),
     Shape(
         "prioritized-list-max-allocation-limit-request",
