@@ -90,3 +90,13 @@ def test_admission_client_reads_plain_dicts_and_maps_conflicts(
     assert adapter.read(MUTATING, "draquota") is None
     with pytest.raises(StoreConflict):
         adapter.replace(VALIDATING, "draquota", data)
+
+
+def test_in_cluster_rotator_targets_the_pods_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
+    from certs.kube import in_cluster_rotator
+
+    monkeypatch.setenv("POD_NAMESPACE", "quota-ops")
+    rotator = in_cluster_rotator(client.ApiClient())
+    assert (rotator.store.namespace, rotator.store.name) == ("quota-ops", "draquota-tls")
+    assert "draquota.quota-ops.svc" in rotator.spec.all_dns_names()
+    assert rotator.publisher.targets == ((MUTATING, "draquota"), (VALIDATING, "draquota"))
