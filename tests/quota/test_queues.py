@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 from cel_expr_python import cel
@@ -354,3 +355,45 @@ def test_queue_condition_reports_problems() -> None:
     assert (bad["status"], bad["reason"]) == ("False", "InvalidSpec")
     assert "lendingLimit: must be less than or equal to nominalQuota" in bad["message"]
     assert queue_condition(table, "missing")["status"] == "Unknown"
+
+
+# --- the example queues are valid for the API server (schema and CEL) and for draquota ---
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "manifests" / "examples" / "cluster"
+CRDS = {
+    "ClusterQueue": "clusterqueues.yaml",
+    "LocalQueue": "localqueues.yaml",
+    "ResourceFlavor": "resourceflavors.yaml",
+}
+
+
+def _json_schema(node: Any) -> Any:
+    """OpenAPI v3 (structural) to JSON Schema: `nullable` becomes a null type."""
+    if isinstance(node, dict):
+        out = {k: _json_schema(v) for k, v in node.items() if not k.startswith("x-kubernetes")}
+        if out.pop("nullable", False) and "type" in out:
+            out["type"] = [out["type"], "null"]
+        return out
+    if isinstance(node, list):
+        return [_json_schema(v) for v in node]
+    return node
+
+
+def _example_queue_objects() -> list[dict[str, Any]]:
+    docs = yaml.safe_load_all((EXAMPLES / "queues.yaml").read_text(encoding="utf-8"))
+    return [doc for doc in docs if doc]
+
+
+@pytest.mark.parametrize(
+    "obj", _example_queue_objects(), ids=lambda o: f"{o['kind']}/{o['metadata']['name']}"
+)
+def test_example_queue_objects_are_valid(obj: dict[str, Any]) -> None:
+    crd = yaml.safe_load((CRD.parent / CRDS[obj["kind"]]).read_text(encoding="utf-8"))
+    version = crd["spec"]["versions"][0]
+    assert obj["apiVersion"] == f"{crd['spec']['group']}/{version['name']}"
+    jsonschema.validate(obj, _json_schema(version["schema"]["openAPIV3Schema"]))
+    if obj["kind"] == "ClusterQueue":
+        assert _cel_valid(obj)
+        assert parse_cluster_queue(obj).problems == ()
+    table = queue_table(ClusterState(_example_queue_objects()), Settings())
+    assert table.invalid == {}
