@@ -21,7 +21,10 @@ import yaml
 from certs.files import write_material
 from certs.rotation import issue
 from certs.serving import ServingSpec
+from quota.errors import InvalidObject
+from quota.settings import Settings
 from tests.webhook.builders import cluster_objects, node_objects, pod, review
+from webhook.commands.serve import load_settings
 
 pytestmark = pytest.mark.integration
 
@@ -199,3 +202,24 @@ def test_bad_configuration_exits_2_with_a_message(
     process = _serve(log, *(a.format(tmp=tmp_path) for a in args), "--port", str(_free_port()))
     assert process.wait(timeout=DEADLINE) == 2
     assert message in log.read_text()
+
+
+def test_config_file_is_parsed_into_settings(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("placement: Warn\nreservationTTLSeconds: 30\n")
+    settings = load_settings(config)
+    assert (settings.placement, settings.reservation_ttl_seconds) == ("Warn", 30)
+    assert load_settings(None) == Settings()
+
+
+@pytest.mark.parametrize(
+    "text, path",
+    [("placement: [", ""), ("placement: Sometimes\n", "placement")],
+    ids=["yaml", "value"],
+)
+def test_bad_config_file_names_the_problem(tmp_path: Path, text: str, path: str) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(text)
+    with pytest.raises(InvalidObject) as raised:
+        load_settings(config)
+    assert raised.value.path == path
