@@ -63,6 +63,9 @@ class KubeClient:
     """JSON requests against one API server through a `kubernetes.client.ApiClient`."""
 
     def __init__(self, api_client: k8s.ApiClient, timeout: Timeout = (2.0, 10.0)) -> None:
+        configuration = api_client.configuration
+        if (configuration.connection_pool_maxsize or 0) < 32:
+            api_client.rest_client = k8s.rest.RESTClientObject(_pooled(configuration))
         self.api_client = api_client
         self.timeout = timeout
 
@@ -72,13 +75,13 @@ class KubeClient:
         k8s_config.load_kube_config(
             config_file=path, context=context, client_configuration=configuration
         )
-        return cls(k8s.ApiClient(_pooled(configuration)))
+        return cls(k8s.ApiClient(configuration))
 
     @classmethod
     def in_cluster(cls) -> KubeClient:
         configuration = k8s.Configuration()
         k8s_config.load_incluster_config(client_configuration=configuration)
-        return cls(k8s.ApiClient(_pooled(configuration)))
+        return cls(k8s.ApiClient(configuration))
 
     def _open(
         self,
