@@ -23,13 +23,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from quota.charge import FlavorResource
 from quota.messages import format_amount
 from quota.quantity import sat_add, sat_mul
 from quota.queues import TRY_NEXT_FLAVOR, ClusterQueue, QueueTable, ResourceGroup
 
-__all__ = ["Assignment", "QuotaView", "assign_flavors", "quota_view"]
+__all__ = ["Assignment", "QuotaView", "assign_flavors", "flavor_matches_pod", "quota_view"]
 
 # A flavor filter returns why a flavor cannot be used, or None.
 FlavorFilter = Callable[[str], str | None]
@@ -255,3 +256,50 @@ def assign_flavors(
     if failed:
         return Assignment({}, False, tuple(sorted(set(reasons))), ok=False)
     return Assignment(dict(sorted(flavors.items())), borrowing, (), ok=True)
+
+
+def _requirement_matches(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    key, operator = expr.get("key"), expr.get("operator")
+    values = expr.get("values") or ()
+    if operator == "In":
+        return key in labels and labels[key] in values
+    if operator == "NotIn":
+        return key not in labels or labels[key] not in values
+    if operator == "Exists":
+        return key in labels
+    if operator == "DoesNotExist":
+        return key not in labels
+    if operator in ("Gt", "Lt") and key in labels and len(values) == 1:
+        try:
+            have, want = int(labels[key]), int(values[0])
+        except ValueError:
+            return False
+        return have > want if operator == "Gt" else have < want
+    return False
+
+
+def flavor_matches_pod(
+    pod_spec: Mapping[str, Any], node_labels: Mapping[str, str], keys: frozenset[str]
+) -> bool:
+    """Whether a flavor's nodes can satisfy the pod's nodeSelector and required node affinity.
+
+    As Kueue does, only label keys that some flavor of the resource group sets are
+    considered (`keys`); the flavor stands for a node with its nodeLabels.
+    """
+    selector = pod_spec.get("nodeSelector") or {}
+    if not isinstance(selector, Mapping):
+        return True
+    for key, value in selector.items():
+        if key in keys and node_labels.get(key) != value:
+            return False
+    affinity = (pod_spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    terms = []
+    for term in required.get("nodeSelectorTerms") or ():
+        exprs = [e for e in (term.get("matchExpressions") or ()) if e.get("key") in keys]
+        if not exprs:
+            return True  # a term with no relevant requirement matches any flavor
+        terms.append(exprs)
+    if not terms:
+        return True
+    return any(all(_requirement_matches(e, node_labels) for e in exprs) for exprs in terms)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from quota.assignment import Assignment, assign_flavors
+from quota.assignment import Assignment, assign_flavors, flavor_matches_pod
 from quota.charge import QUEUE_LABEL, Charge
 from quota.claims import PodClaim
 from quota.cluster import ClusterState, Obj
@@ -201,17 +201,38 @@ def _node_labels(table: QueueTable, flavors: Mapping[str, str]) -> dict[str, str
     return dict(sorted(labels.items()))
 
 
+def _group_label_keys(table: QueueTable, queue: ClusterQueue) -> dict[str, frozenset[str]]:
+    """Per flavor, the node label keys any flavor of its resource group sets."""
+    out: dict[str, frozenset[str]] = {}
+    for group in queue.groups:
+        keys = frozenset(
+            key
+            for flavor in group.flavors
+            if flavor.name in table.flavors
+            for key in table.flavors[flavor.name].node_labels
+        )
+        out.update({flavor.name: keys for flavor in group.flavors})
+    return out
+
+
 def _flavor_filter(
     table: QueueTable,
+    queue: ClusterQueue,
+    workload: Workload,
     claims: Sequence[PodClaim],
     placer: Placer | None,
     settings: Settings,
     warnings: list[str],
 ) -> Callable[[str], str | None]:
+    keys = _group_label_keys(table, queue)
+    pod_spec = workload.pod.get("spec") or {}
+
     def check(flavor: str) -> str | None:
         known = table.flavors.get(flavor)
         if known is None:
             return f"flavor {flavor} not found"
+        if not flavor_matches_pod(pod_spec, known.node_labels, keys.get(flavor, frozenset())):
+            return f"flavor {flavor} doesn't match node affinity"
         if placer is None or settings.placement == "Off" or not claims or not known.node_labels:
             return None
         placement = placer(claims, known.node_labels)
@@ -271,7 +292,9 @@ def _evaluate(
             if settings.placement == "Enforce":
                 return _deny("Unplaceable", text, queue=name)
             warnings.append(text)
-    flavor_filter = _flavor_filter(table, demand.claims, placer, settings, warnings)
+    flavor_filter = _flavor_filter(
+        table, route.queue, workload, demand.claims, placer, settings, warnings
+    )
     if workload.kind != "Pod":
         assignment = assign_flavors(
             table,

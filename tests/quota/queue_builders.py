@@ -19,7 +19,8 @@ A scenario (see fixtures/queues/*.yaml):
     submit: [<submission>...]          # decided in order, each with `expect`
 
 A submission: {name, ns (team-a), kind (Pod), queue (label), devices: {class: n},
-shared: [claim], requests: {cpu: 1}, parallelism, completions, template (name)}.
+shared: [claim], requests: {cpu: 1}, parallelism, completions, template (name),
+nodeSelector, affinity}.
 """
 
 from __future__ import annotations
@@ -118,6 +119,9 @@ def submission_object(sub: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict
     if sub.get("requests"):
         container["resources"] = {"requests": dict(sub["requests"])}
     pod_spec: dict[str, Any] = {"containers": [container]}
+    for key in ("nodeSelector", "affinity"):
+        if key in sub:
+            pod_spec[key] = copy.deepcopy(sub[key])
     if claims:
         pod_spec["resourceClaims"] = claims
     metadata: dict[str, Any] = {"name": name, "namespace": namespace}
