@@ -295,61 +295,90 @@ def _evaluate(
     flavor_filter = _flavor_filter(
         table, route.queue, workload, demand.claims, placer, settings, warnings
     )
+    context = _Context(workload, table, route, demand, charged, flavor_filter, warnings)
     if workload.kind != "Pod":
-        assignment = assign_flavors(
-            table,
-            route.queue,
-            lambda _q: {},
-            charged.per_pod,
-            charged.shared,
-            flavor_filter=flavor_filter,
-            pods=max(1, workload.pods),
-            capacity_only=True,
-        )
-        if not assignment.ok:
-            return _deny("QuotaExceeded", _exceeds(subject, route, assignment), queue=name)
-        return Decision(
-            True,
-            200,
-            "Admitted",
-            f"{subject} fits {where}",
-            tuple(sorted(set(warnings))),
-            queue_name=name,
-        )
+        return _decide_workload(context)
+    return _decide_pod(context, usage, operation, reservation)
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What the pod and workload paths share once the queue and demand are known."""
+
+    workload: Workload
+    table: QueueTable
+    route: _Route
+    demand: PodDemand
+    charged: _Charged
+    flavor_filter: Callable[[str], str | None]
+    warnings: list[str]
+
+    @property
+    def subject(self) -> str:
+        return _subject(self.workload)
+
+    @property
+    def where(self) -> str:
+        return f'ClusterQueue "{self.route.queue.name}" (LocalQueue {self.route.local.key})'
+
+
+def _decide_workload(c: _Context) -> Decision:
+    """A pod-template workload: can its pods (a Job: those running at once) ever fit?"""
+    assignment = assign_flavors(
+        c.table,
+        c.route.queue,
+        lambda _q: {},
+        c.charged.per_pod,
+        c.charged.shared,
+        flavor_filter=c.flavor_filter,
+        pods=max(1, c.workload.pods),
+        capacity_only=True,
+    )
+    name = c.route.local.name
+    if not assignment.ok:
+        return _deny("QuotaExceeded", _exceeds(c.subject, c.route, assignment), queue=name)
+    warnings = tuple(sorted(set(c.warnings)))
+    return Decision(True, 200, "Admitted", f"{c.subject} fits {c.where}", warnings, queue_name=name)
+
+
+def _decide_pod(c: _Context, usage: Usage, operation: str, reservation: str) -> Decision:
+    """A pod against live usage, without its own holder or reservation (a retry counts once)."""
     live = usage.copy()
-    if workload.name and workload.name != "<unnamed>":
-        live.remove(f"{workload.namespace}/{workload.name}")
+    if c.workload.name and c.workload.name != "<unnamed>":
+        live.remove(f"{c.workload.namespace}/{c.workload.name}")
     if reservation:
         live.remove(reservation)
+    queue, charged = c.route.queue, c.charged
     assignment = assign_flavors(
-        table,
-        route.queue,
+        c.table,
+        queue,
         live.of,
         charged.per_pod,
         charged.shared,
-        held=frozenset(live.shared_claims(route.queue.name)),
-        flavor_filter=flavor_filter,
+        held=frozenset(live.shared_claims(queue.name)),
+        flavor_filter=c.flavor_filter,
     )
+    warnings = list(c.warnings)
     if not assignment.ok:
-        message = _exceeds(subject, route, assignment)
+        message = _exceeds(c.subject, c.route, assignment)
         if operation != "UPDATE":
-            return _deny("QuotaExceeded", message, queue=name)
+            return _deny("QuotaExceeded", message, queue=c.route.local.name)
         warnings.append(f"{message} (existing pod: update allowed)")
         fallback = assign_flavors(
-            table, route.queue, lambda _q: {}, charged.per_pod, charged.shared, capacity_only=True
+            c.table, queue, lambda _q: {}, charged.per_pod, charged.shared, capacity_only=True
         )
-        assignment = fallback if fallback.ok else _first_flavors(route.queue, charged)
+        assignment = fallback if fallback.ok else _first_flavors(queue, charged)
     if assignment.borrowing:
-        warnings.append(f"{subject} borrows quota from cohort {route.queue.cohort}")
+        warnings.append(f"{c.subject} borrows quota from cohort {queue.cohort}")
     return Decision(
         allowed=True,
         code=200,
         reason="Admitted",
-        message=f"{subject} admitted to {where}",
+        message=f"{c.subject} admitted to {c.where}",
         warnings=tuple(sorted(set(warnings))),
-        charge=_charge(route, demand, charged, assignment.flavors, reservation),
-        node_selector=_node_labels(table, assignment.flavors),
-        queue_name=name,
+        charge=_charge(c.route, c.demand, charged, assignment.flavors, reservation),
+        node_selector=_node_labels(c.table, assignment.flavors),
+        queue_name=c.route.local.name,
     )
 
 
