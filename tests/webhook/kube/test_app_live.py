@@ -1,0 +1,68 @@
+"""The webhook app over KubeBackend + ClusterLedger: a stale cache fails closed and says why."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from quota.settings import Settings
+from tests.fakeapi import FakeApiServer
+from tests.webhook.builders import AppClient
+from tests.webhook.kube.conftest import FAST
+from tests.webhook.kube.objects import NAMESPACE, cluster_objects, gpu_pod
+from tests.webhook.kube.test_backend import eventually
+from webhook.app import create_app
+from webhook.kube.backend import KubeBackend
+from webhook.kube.client import KubeClient
+from webhook.kube.ledger import ClusterLedger
+
+pytestmark = pytest.mark.integration
+
+
+def review(name: str, uid: str) -> dict:
+    request = {
+        "uid": uid,
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "operation": "CREATE",
+        "namespace": NAMESPACE,
+        "name": name,
+        "userInfo": {"username": "alice"},
+        "object": gpu_pod(name),
+        "dryRun": False,
+    }
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
+@pytest.fixture
+def http(api: FakeApiServer, client: KubeClient) -> Iterator[AppClient]:
+    for obj in cluster_objects(5):
+        api.create(obj)
+    settings = Settings(placement="Off")
+    backend = KubeBackend(client, FAST, max_staleness=0.3)
+    app = create_app(backend, ClusterLedger(client, backend, settings), settings)
+    backend.start()  # the app's lifespan does this when served
+    try:
+        yield AppClient(app)
+    finally:
+        backend.stop()
+
+
+def test_stale_cache_makes_readyz_fail_and_admission_deny_with_the_reason(
+    api: FakeApiServer, http: AppClient
+) -> None:
+    eventually(lambda: http.get("/readyz").status_code == 200)
+    assert http.post("/validate", json=review("p0", "uid-0")).json()["response"]["allowed"]
+
+    api.unreachable("reset")
+    eventually(lambda: http.get("/readyz").status_code == 503)
+    assert "stale for" in http.get("/readyz").json()["reason"]
+    answer = http.post("/validate", json=review("p1", "uid-1")).json()["response"]
+    assert answer["allowed"] is False
+    assert answer["status"]["reason"] == "NotReady"
+    assert "stale for" in answer["status"]["message"]
+
+    api.reachable()
+    eventually(lambda: http.get("/readyz").status_code == 200)
+    assert http.post("/validate", json=review("p1", "uid-1")).json()["response"]["allowed"]
