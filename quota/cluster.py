@@ -9,12 +9,13 @@ cached and rebuilt only when their inputs changed.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from quota.errors import InvalidObject
 
-__all__ = ["CLUSTER_SCOPED", "ClusterState", "Obj", "meta_of"]
+__all__ = ["CLUSTER_SCOPED", "JOURNAL_LENGTH", "ClusterState", "Obj", "meta_of"]
 
 Obj = Mapping[str, Any]
 
@@ -29,6 +30,10 @@ CLUSTER_SCOPED = frozenset(
         "DeviceTaintRule",
     }
 )
+
+
+# How many recent upserts/removals per kind `changed_since` can report.
+JOURNAL_LENGTH = 4096
 
 
 def meta_of(obj: Obj) -> tuple[str, str | None, str]:
@@ -59,6 +64,9 @@ class ClusterState:
         self._lock = threading.Lock()
         self._by_kind: dict[str, dict[tuple[str | None, str], Obj]] = {}
         self._revisions: dict[str, int] = {}
+        # kind -> (revision, key) of recent changes; the revision each journal is complete from
+        self._journal: dict[str, deque[tuple[int, tuple[str | None, str]]]] = {}
+        self._journal_floor: dict[str, int] = {}
         for obj in objects:
             self.upsert(obj)
 
@@ -68,12 +76,14 @@ class ClusterState:
         with self._lock:
             self._by_kind.setdefault(kind, {})[(namespace, name)] = obj
             self._revisions[kind] = self._revisions.get(kind, 0) + 1
+            self._note(kind, (namespace, name))
 
     def remove(self, kind: str, namespace: str | None, name: str) -> None:
         """Forget an object; removing a missing object is a no-op."""
         with self._lock:
             if self._by_kind.get(kind, {}).pop((namespace, name), None) is not None:
                 self._revisions[kind] = self._revisions.get(kind, 0) + 1
+                self._note(kind, (namespace, name))
 
     def replace_kind(self, kind: str, objects: Iterable[Obj]) -> None:
         """Replace every object of a kind at once (a fresh LIST)."""
@@ -84,6 +94,8 @@ class ClusterState:
         with self._lock:
             self._by_kind[kind] = fresh
             self._revisions[kind] = self._revisions.get(kind, 0) + 1
+            self._journal.pop(kind, None)
+            self._journal_floor[kind] = self._revisions[kind]
 
     def get(self, kind: str, namespace: str | None, name: str) -> Obj | None:
         """One object, or None."""
@@ -99,6 +111,31 @@ class ClusterState:
     def revision(self, *kinds: str) -> tuple[int, ...]:
         """A value that changes whenever an object of one of these kinds changes."""
         return tuple(self._revisions.get(kind, 0) for kind in kinds)
+
+    def changed_since(self, kind: str, revision: int) -> set[tuple[str | None, str]] | None:
+        """(namespace, name) of objects of `kind` upserted or removed after `revision` (a value
+        of `revision(kind)[0]`), or None when that is no longer known (a wholesale replace, or
+        more than JOURNAL_LENGTH changes ago): the caller then rescans the kind."""
+        with self._lock:
+            journal = self._journal.get(kind)
+            if revision < self._journal_floor.get(kind, 0):
+                return None
+            if not journal or journal[-1][0] <= revision:
+                return set()
+            if len(journal) == journal.maxlen and journal[0][0] > revision + 1:
+                return None
+            keys: set[tuple[str | None, str]] = set()
+            for at, key in reversed(journal):
+                if at <= revision:
+                    break
+                keys.add(key)
+            return keys
+
+    def _note(self, kind: str, key: tuple[str | None, str]) -> None:
+        journal = self._journal.get(kind)
+        if journal is None:
+            journal = self._journal[kind] = deque(maxlen=JOURNAL_LENGTH)
+        journal.append((self._revisions[kind], key))
 
     def kinds(self) -> list[str]:
         """Kinds present in the view."""

@@ -331,7 +331,8 @@ class MemoryLedger:
     charges depend on (queues, claims, classes) rebuilds usage once. A reservation
     is released when a pod carrying its id in the charge annotation appears, or
     after `settings.reservation_ttl_seconds`. Per admission: O(1) amortised
-    bookkeeping plus the decision itself.
+    bookkeeping plus the decision itself; pod changes cost O(changed pods), read from
+    `ClusterState.changed_since`.
     """
 
     blocking_io = False
@@ -408,23 +409,40 @@ class MemoryLedger:
             self._usage.add(rid, charge)
 
     def _apply_pod_changes(self) -> None:
+        """Recharge the pods changed since the last look: from the state's journal, O(changes);
+        by comparing every pod only when the journal cannot tell (a relist)."""
+        seen = self._pod_revision[0] if self._pod_revision else 0
         self._pod_revision = self._state.revision("Pod")
-        current = {_pod_key(pod): pod for pod in self._state.list("Pod")}
-        for key in self._pods.keys() - current.keys():
+        changed = self._state.changed_since("Pod", seen)
+        if changed is None:
+            current = {_pod_key(pod): pod for pod in self._state.list("Pod")}
+            for key in self._pods.keys() - current.keys():
+                self._pod_changed(key, None)
+            for key, pod in current.items():
+                self._pod_changed(key, pod)
+            return
+        for namespace, name in changed:
+            self._pod_changed(
+                f"{namespace or 'default'}/{name}", self._state.get("Pod", namespace, name)
+            )
+
+    def _pod_changed(self, key: str, pod: Obj | None) -> None:
+        if pod is None:
+            self._pods.pop(key, None)
             self._usage.remove(key)
-        for key, pod in current.items():
-            if self._pods.get(key) is pod:
-                continue
-            self._usage.remove(key)
-            try:
-                charge = live_pod_charge(pod, self._state, self._settings)
-            except DraquotaError as exc:
-                log.warning("cannot charge live pod", extra={"pod": key, "error": str(exc)})
-                charge = None
-            if charge is not None:
-                self._usage.add(key, charge)
-            self._release_for(pod)
-        self._pods = current
+            return
+        if self._pods.get(key) is pod:
+            return
+        self._pods[key] = pod
+        self._usage.remove(key)
+        try:
+            charge = live_pod_charge(pod, self._state, self._settings)
+        except DraquotaError as exc:
+            log.warning("cannot charge live pod", extra={"pod": key, "error": str(exc)})
+            charge = None
+        if charge is not None:
+            self._usage.add(key, charge)
+        self._release_for(pod)
 
     def _release_for(self, pod: Obj) -> None:
         annotations = (pod.get("metadata") or {}).get("annotations") or {}

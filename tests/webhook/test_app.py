@@ -355,3 +355,30 @@ def test_placement_denial_names_the_reason() -> None:
     response = Harness(placer=nowhere).call("validate", review(_gpu_pod("p")))
     assert not response["allowed"] and response["status"]["reason"] == "Unplaceable"
     assert "no node has 2 free gpu.example.com devices" in response["status"]["message"]
+
+
+def test_blocking_backends_are_decided_off_the_event_loop_with_the_same_answers() -> None:
+    backend = FakeBackend(cluster_state(1))
+    backend.blocking_io = True  # type: ignore[misc]  # as the live-cluster backend declares
+    client = AppClient(create_app(backend, MemoryLedger(backend.state, Settings()), Settings()))
+    answers = [
+        client.post("/validate", content=orjson.dumps(review(_gpu_pod(f"p-{i}")))).json()
+        for i in range(2)
+    ]
+    assert [a["response"]["allowed"] for a in answers] == [True, False]
+
+
+class FailingLedger(MemoryLedger):
+    def admit(self, reservation: str, evaluate: Any, dry_run: bool) -> Any:
+        raise ConnectionError("API server unreachable")
+
+
+def test_ledger_failure_fails_closed() -> None:
+    backend = FakeBackend(cluster_state(1))
+    app = create_app(backend, FailingLedger(backend.state, Settings()), Settings())
+    answer = AppClient(app).post("/validate", content=orjson.dumps(review(_gpu_pod("p"))))
+    assert answer.status_code == 200
+    response = answer.json()["response"]
+    assert (
+        response["allowed"] is False and "API server unreachable" in response["status"]["message"]
+    )

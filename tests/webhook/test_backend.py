@@ -12,10 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quota.charge import CHARGE_ANNOTATION, Charge, FlavorResource
+from quota.cluster import JOURNAL_LENGTH
 from quota.decision import Decision, decide
 from quota.settings import Settings
 from quota.usage import Usage
 from tests.webhook.builders import QUEUE, cluster_objects, cluster_state, pod
+from webhook import backend as backend_module
 from webhook.backend import IndexedUsage, MemoryLedger, StateDirBackend, valid_reservation_id
 
 GPU = FlavorResource("a100", "gpu")
@@ -206,3 +208,39 @@ def test_state_dir_reloads_changed_files_and_fails_closed_on_bad_ones(tmp_path: 
     assert backend.ready() == (True, "")
     assert ledger.usage().holders() == set()
     assert backend.relists() == {"state-dir": 2}
+
+
+def test_pod_changes_are_charged_per_changed_pod_not_by_rescanning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    state = cluster_state(gpus=1000)
+    for i in range(300):
+        state.upsert(pod(f"live-{i}"))
+    ledger = MemoryLedger(state, Settings())
+    assert ledger.usage().of(QUEUE) == {GPU: 300}
+    charged: list[str] = []
+    real = backend_module.live_pod_charge
+
+    def counting(obj: Any, *args: Any) -> Any:
+        charged.append(obj["metadata"]["name"])
+        return real(obj, *args)
+
+    monkeypatch.setattr(backend_module, "live_pod_charge", counting)
+    state.upsert(pod("new"))
+    state.remove("Pod", "team-a", "live-0")
+    assert ledger.usage().of(QUEUE) == {GPU: 300}
+    assert charged == ["new"]
+
+
+def test_more_pod_changes_than_the_journal_holds_fall_back_to_a_full_comparison() -> None:
+    state = cluster_state(gpus=100_000)
+    ledger = MemoryLedger(state, Settings())
+    gpus_of: dict[str, int] = {}
+    for i in range(JOURNAL_LENGTH + 10):
+        name, gpus = f"p-{i % 50}", 1 + i % 3
+        state.upsert(pod(name, templates=("one-gpu",) * gpus))
+        gpus_of[name] = gpus
+    expected = sum(gpus_of.values())
+    assert ledger.usage().of(QUEUE) == {GPU: expected}
+    state.replace_kind("Pod", [pod("only")])
+    assert ledger.usage().of(QUEUE) == {GPU: 1}
