@@ -86,8 +86,11 @@ class _Index:
             else:
                 self.shared.append(s)
         nodes = {(n.get("metadata") or {}).get("name"): n for n in state.list("Node")}
-        for name in self.by_node:
-            nodes.setdefault(name, {"kind": "Node", "metadata": {"name": name}})
+        if not nodes:
+            # A view without Node objects (a bare --state directory): the nodes the
+            # slices name stand in, without labels. With Node objects, a slice naming
+            # a node that does not exist is stale and offers nothing.
+            nodes = {name: {"kind": "Node", "metadata": {"name": name}} for name in self.by_node}
         self.nodes = [nodes[name] for name in sorted(n for n in nodes if n)]
         self.views: dict[str, _NodeView] = {}
         self.memo: SelectorMemo = {}

@@ -272,3 +272,14 @@ def test_rule_taint_can_be_tolerated() -> None:
 def test_none_effect_rule_does_not_block() -> None:
     state = cluster(taint_rule("node-1", effect="None"))
     assert place_claims([template_claim("a", 1)], state).node == "node-1"
+
+
+def test_slices_of_a_missing_node_offer_nothing() -> None:
+    state = cluster(gpus("node-gone", ["pci-z"] * 8))
+    assert not place_claims([template_claim("big", 6)], state).ok
+
+
+def test_without_node_objects_the_slices_name_the_nodes() -> None:
+    state = ClusterState([gpu_class(), gpus("node-x", ["pci-a"] * 2)])
+    placement = place_claims([template_claim("a", 2)], state)
+    assert placement.ok and placement.node == "node-x"
