@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from quota.charge import CHARGE_ANNOTATION, Charge, FlavorResource
 from quota.cluster import ClusterState, Obj
@@ -29,6 +29,8 @@ from webhook.state import MANIFEST_SUFFIXES, load_state
 
 __all__ = [
     "CHARGE_KINDS",
+    "CLAIM_KINDS",
+    "QUEUE_KINDS",
     "Backend",
     "IndexedUsage",
     "Ledger",
@@ -39,16 +41,43 @@ __all__ = [
 
 log = logging.getLogger("draquota.backend")
 
-# Kinds a pod's charge depends on; a change to one of them rebuilds usage from all pods.
-CHARGE_KINDS = (
+# Kinds every pod's charge depends on: a change to one of them rebuilds usage from all pods.
+QUEUE_KINDS = (
     "ClusterQueue",
     "LocalQueue",
     "ResourceFlavor",
     "Namespace",
     "DeviceClass",
-    "ResourceClaim",
-    "ResourceClaimTemplate",
 )
+# Kinds a pod's charge depends on through its own claims: a change recharges the pods using them.
+CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
+CHARGE_KINDS = QUEUE_KINDS + CLAIM_KINDS
+
+_Ref = tuple[str, str | None, str]
+_T = TypeVar("_T")
+
+
+def _claim_refs(pod: Obj) -> set[_Ref]:
+    """The claims and templates a pod's charge reads (entries and generated claims)."""
+    metadata = pod.get("metadata") or {}
+    namespace = metadata.get("namespace") or "default"
+    refs: set[_Ref] = set()
+    spec, status = pod.get("spec"), pod.get("status")
+    entries = spec.get("resourceClaims") if isinstance(spec, Mapping) else None
+    generated = status.get("resourceClaimStatuses") if isinstance(status, Mapping) else None
+    for entry in (entries if isinstance(entries, list) else []) + (
+        generated if isinstance(generated, list) else []
+    ):
+        if not isinstance(entry, Mapping):
+            continue
+        for field, kind in (
+            ("resourceClaimName", "ResourceClaim"),
+            ("resourceClaimTemplateName", "ResourceClaimTemplate"),
+        ):
+            name = entry.get(field)
+            if isinstance(name, str) and name:
+                refs.add((kind, namespace, name))
+    return refs
 
 
 @runtime_checkable
@@ -351,7 +380,11 @@ class MemoryLedger:
         self._reservations: dict[str, tuple[float, Charge]] = {}
         self._pods: dict[str, Obj] = {}
         self._pod_revision: tuple[int, ...] = ()
-        self._charge_revision: tuple[int, ...] = ()
+        self._queue_revision: tuple[int, ...] = ()
+        self._claim_revisions: dict[str, int] = {}
+        self._users: dict[
+            _Ref, set[str]
+        ] = {}  # claim or template -> pod keys whose charge reads it
         self._usage = IndexedUsage()
         self._rebuild()
 
@@ -359,6 +392,13 @@ class MemoryLedger:
         with self._lock:
             self._sync()
             return self._usage.snapshot()
+
+    def with_usage(self, read: Callable[[Usage], _T]) -> _T:
+        """Call `read` with a copy-on-write view of the usage (O(1), unlike `usage()`, which
+        copies every holder); the view is valid only inside the call, which holds the lock."""
+        with self._lock:
+            self._sync()
+            return read(self._usage.copy())
 
     def reservations(self) -> dict[str, Charge]:
         """Outstanding reservations (a snapshot)."""
@@ -391,22 +431,47 @@ class MemoryLedger:
                 self._usage.remove(reservation)
 
     def _sync(self) -> None:
-        charge_revision = self._state.revision(*CHARGE_KINDS)
-        if charge_revision != self._charge_revision:
+        if self._state.revision(*QUEUE_KINDS) != self._queue_revision:
             self._rebuild()
-        elif self._state.revision("Pod") != self._pod_revision:
-            self._apply_pod_changes()
+        else:
+            if self._state.revision("Pod") != self._pod_revision:
+                self._apply_pod_changes()
+            for kind in CLAIM_KINDS:
+                if self._state.revision(kind)[0] != self._claim_revisions.get(kind, 0):
+                    self._apply_claim_changes(kind)
         self._expire()
 
     def _rebuild(self) -> None:
-        self._charge_revision = self._state.revision(*CHARGE_KINDS)
+        self._queue_revision = self._state.revision(*QUEUE_KINDS)
+        self._claim_revisions = {kind: self._state.revision(kind)[0] for kind in CLAIM_KINDS}
         self._pod_revision = self._state.revision("Pod")
         self._usage = IndexedUsage.of_usage(usage_from_pods(self._state, self._settings))
-        self._pods = {_pod_key(pod): pod for pod in self._state.list("Pod")}
-        for pod in self._pods.values():
+        self._pods = {}
+        self._users = {}
+        for pod in self._state.list("Pod"):
+            key = _pod_key(pod)
+            self._pods[key] = pod
+            self._track_refs(key, pod)
             self._release_for(pod)
         for rid, (_, charge) in self._reservations.items():
             self._usage.add(rid, charge)
+
+    def _apply_claim_changes(self, kind: str) -> None:
+        seen = self._claim_revisions.get(kind, 0)
+        self._claim_revisions[kind] = self._state.revision(kind)[0]
+        changed = self._state.changed_since(kind, seen)
+        if changed is None:
+            self._rebuild()
+            return
+        for namespace, name in changed:
+            for key in sorted(self._users.get((kind, namespace, name), ())):
+                pod = self._pods.get(key)
+                if pod is not None:
+                    self._charge_pod(key, pod)
+
+    def _track_refs(self, key: str, pod: Obj) -> None:
+        for ref in _claim_refs(pod):
+            self._users.setdefault(ref, set()).add(key)
 
     def _apply_pod_changes(self) -> None:
         """Recharge the pods changed since the last look: from the state's journal, O(changes);
@@ -427,13 +492,27 @@ class MemoryLedger:
             )
 
     def _pod_changed(self, key: str, pod: Obj | None) -> None:
+        if pod is not None and self._pods.get(key) is pod:
+            return
+        self._untrack(key)
         if pod is None:
             self._pods.pop(key, None)
             self._usage.remove(key)
             return
-        if self._pods.get(key) is pod:
-            return
         self._pods[key] = pod
+        self._track_refs(key, pod)
+        self._charge_pod(key, pod)
+
+    def _untrack(self, key: str) -> None:
+        old = self._pods.get(key)
+        for ref in _claim_refs(old) if old is not None else ():
+            users = self._users.get(ref)
+            if users is not None:
+                users.discard(key)
+                if not users:
+                    del self._users[ref]
+
+    def _charge_pod(self, key: str, pod: Obj) -> None:
         self._usage.remove(key)
         try:
             charge = live_pod_charge(pod, self._state, self._settings)

@@ -244,3 +244,42 @@ def test_more_pod_changes_than_the_journal_holds_fall_back_to_a_full_comparison(
     assert ledger.usage().of(QUEUE) == {GPU: expected}
     state.replace_kind("Pod", [pod("only")])
     assert ledger.usage().of(QUEUE) == {GPU: 1}
+
+
+def test_claim_changes_recharge_only_the_pods_using_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    state = cluster_state(gpus=1000)
+    for template in ("other-a", "other-b"):
+        copy = next(o for o in cluster_objects() if o["kind"] == "ResourceClaimTemplate")
+        state.upsert({**copy, "metadata": {"name": template, "namespace": "team-a"}})
+    for i in range(100):
+        state.upsert(pod(f"p-{i}", templates=("one-gpu",) if i else ("other-a",)))
+    ledger = MemoryLedger(state, Settings())
+    assert ledger.usage().of(QUEUE) == {GPU: 100}
+    charged: list[str] = []
+    real = backend_module.live_pod_charge
+
+    def counting(obj: Any, *args: Any) -> Any:
+        charged.append(obj["metadata"]["name"])
+        return real(obj, *args)
+
+    monkeypatch.setattr(backend_module, "live_pod_charge", counting)
+    template = state.get("ResourceClaimTemplate", "team-a", "other-a")
+    assert template is not None
+    state.upsert({**template, "metadata": {**template["metadata"], "labels": {"x": "y"}}})
+    state.upsert({**template, "metadata": {"name": "unused", "namespace": "team-a"}})
+    assert ledger.usage().of(QUEUE) == {GPU: 100}
+    assert charged == ["p-0"]
+
+
+def test_with_usage_gives_a_view_whose_changes_do_not_leak() -> None:
+    state = cluster_state(gpus=5)
+    ledger = MemoryLedger(state, Settings())
+    assert _admit(ledger, state, pod("a"), "r-a").allowed
+    extra = Charge(QUEUE, "team-a/default", {"gpu": "a100"}, {"gpu": 3})
+
+    def read(usage: Usage) -> dict[FlavorResource, int]:
+        usage.add("r-extra", extra)
+        return usage.of(QUEUE)
+
+    assert ledger.with_usage(read) == {GPU: 4}
+    assert ledger.usage().of(QUEUE) == {GPU: 1}
