@@ -220,3 +220,18 @@ def test_backoff_grows_exponentially_with_bounded_jitter_and_resets() -> None:
         assert base <= delay <= base * 1.5
     backoff.reset()
     assert 0.1 <= backoff.next() <= 0.15
+
+
+def test_fetch_gives_up_after_its_short_timeout(api: FakeApiServer, client: KubeClient) -> None:
+    kube = KubeBackend(client, FAST, fetch_timeout=0.2)
+    try:
+        kube.start()
+        assert kube.wait_until_ready(10)
+        api.create(gpu_pod("slow"))
+        api.latency = 1.0  # slower than the fetch timeout: no answer is no object (fail closed)
+        assert kube.fetch("Pod", NAMESPACE, "slow") is None
+        api.latency = 0.0
+        assert kube.fetch("Pod", NAMESPACE, "slow") is not None
+    finally:
+        api.latency = 0.0
+        kube.stop()
