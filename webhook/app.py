@@ -134,13 +134,14 @@ class Admission:
             return Outcome(True), None
         if req.kind not in WORKLOAD_KINDS:
             return Outcome(True), None
-        ready, why = self.backend.ready()
-        if not ready:
-            return _deny(403, "NotReady", f"draquota cannot decide now: {why}"), None
         assert req.object is not None
         obj = _with_namespace(req.object, req.namespace)
         if req.kind == "Pod" and req.operation == "UPDATE":
+            # needs no cluster view: finalizer removal must pass even while caches are stale
             return self._pod_update(req, obj), None
+        ready, why = self.backend.ready()
+        if not ready:
+            return _deny(403, "NotReady", f"draquota cannot decide now: {why}"), None
         reservation = self._reservation_id(req, obj, mutating)
         decision = self._decide(obj, req, reservation, dry_run=req.dry_run or mutating)
         if not decision.allowed:

@@ -204,6 +204,15 @@ def test_requests_without_quota_meaning_are_allowed_even_when_not_ready(
     assert h.call("validate", document)["allowed"]
 
 
+def test_pod_update_passes_while_not_ready_so_finalizers_can_be_removed() -> None:
+    h = Harness()
+    _, _, admitted = h.admit(_gpu_pod("p"))
+    h.backend.readiness = (False, "Pod cache stale for 45s")
+    metadata = {**admitted["metadata"], "finalizers": []}
+    document = review({**admitted, "metadata": metadata}, operation="UPDATE", old=admitted)
+    assert h.call("validate", document)["allowed"]
+
+
 def test_pod_update_keeping_label_and_charge_is_allowed() -> None:
     h = Harness(gpus=1)
     _, _, admitted = h.admit(_gpu_pod("p"))
