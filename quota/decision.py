@@ -287,6 +287,8 @@ def _evaluate(
         warnings.append(f"{text}: not charged")
     if placer is not None and settings.placement != "Off" and demand.claims:
         placement = placer(demand.claims, None)
+        if getattr(placement, "invalid", False):
+            return _deny("InvalidObject", f"{subject}: {placement.reason}", code=400, queue=name)
         if not placement.ok:
             text = f"{subject}: claims cannot be placed on any node: {placement.reason}"
             if settings.placement == "Enforce":

@@ -185,6 +185,23 @@ def test_placement_warn_turns_denial_into_warning() -> None:
     assert any("flavor on-demand: claims cannot be placed" in w for w in decision.warnings)
 
 
+@dataclass(frozen=True)
+class InvalidPlacement:
+    ok: bool = False
+    reason: str = "claim devices, request r0: CEL expression: undeclared reference to 'x'"
+    node: str | None = None
+    invalid: bool = True
+
+
+@pytest.mark.parametrize("mode", ["Enforce", "Warn"])
+def test_invalid_claims_found_by_the_placer_are_a_400_in_every_mode(mode: str) -> None:
+    pod, state, settings = _placement_setup(mode)
+    decision = decide(pod, state, Usage(), settings, lambda claims, labels: InvalidPlacement())
+    assert not decision.allowed
+    assert (decision.code, decision.reason) == (400, "InvalidObject")
+    assert "undeclared reference" in decision.message
+
+
 def test_placement_off_never_calls_the_placer() -> None:
     pod, state, settings = _placement_setup("Off")
     placer = FakePlacer(set(), anywhere=False)

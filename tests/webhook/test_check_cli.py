@@ -24,6 +24,7 @@ EXPECTED = [
     ("Pod", "team-b", "infer-0", True, "Admitted"),
     ("Pod", "sandbox", "scratch", False, "LocalQueueNotFound"),
     ("Pod", "sandbox", "hello", True, "NotManaged"),
+    ("Pod", "team-a", "allreduce-0", False, "Unplaceable"),
 ]
 
 
@@ -50,6 +51,10 @@ def test_example_workloads_decided_in_order(capsys: pytest.CaptureFixture[str]) 
     assert by_name["infer-0"]["charge"]["flavors"]["gpus"] == "spot"
     assert by_name["infer-0"]["nodeSelector"] == {"cloud.example.com/capacity": "spot"}
     assert by_name["sweep"]["charge"] is None
+    assert by_name["allreduce-0"]["message"].endswith(
+        "request gpu of claim five-gpus-one-root: needs 5 devices of class gpu.example.com "
+        "with the same resource.kubernetes.io/pcieRoot; the most any node offers is 4"
+    )
     for item in items:
         assert set(item) >= {
             "kind",

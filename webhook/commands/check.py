@@ -19,6 +19,7 @@ from quota.cluster import ClusterState
 from quota.decision import Decision, Placer, decide
 from quota.errors import InvalidObject
 from quota.messages import format_amounts
+from quota.placement import make_placer
 from quota.settings import Settings
 from quota.usage import Usage, usage_from_pods
 from quota.workloads import WORKLOAD_KINDS
@@ -137,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     inputs: list[Mapping[str, Any]] = []
     for path in args.files:
         inputs.extend(load_documents(path))
-    items = check_objects(inputs, state, settings)
+    items = check_objects(inputs, state, settings, make_placer(state))
     if args.json:
         print_json({"items": items})
     else:
