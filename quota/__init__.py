@@ -1,0 +1,56 @@
+"""draquota's functional core: plain data in, decisions out.
+
+Nothing here does I/O, talks to a network, or imports FastAPI or the kubernetes
+client; `webhook/` and `certs/` are the imperative shell around it.
+
+The main path of an admission:
+    workload = as_workload(obj)            # a Pod, or one pod of a Job, Deployment, ...
+    demand = pod_demand(workload, state)   # devices per DeviceClass, shared claims, requests
+    decision = decide(obj, state, usage, settings, make_placer(state))
+"""
+
+from quota.allocator import AllocationError, allocate
+from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge, FlavorResource
+from quota.claims import PodClaim, claim_spec_of, expand_pod_claims
+from quota.claimspec import ClaimSpec, parse_claim_spec
+from quota.cluster import ClusterState
+from quota.decision import Decision, decide
+from quota.demand import PodDemand, pod_demand
+from quota.devices import claim_devices
+from quota.errors import DraquotaError, InvalidObject, InvalidQuantity, NotFound
+from quota.placement import Placement, make_placer, place_claims
+from quota.settings import Settings
+from quota.usage import Usage, usage_from_pods
+from quota.workloads import Workload, as_workload
+
+__all__ = [
+    "CHARGE_ANNOTATION",
+    "QUEUE_LABEL",
+    "AllocationError",
+    "Charge",
+    "ClaimSpec",
+    "ClusterState",
+    "Decision",
+    "DraquotaError",
+    "FlavorResource",
+    "InvalidObject",
+    "InvalidQuantity",
+    "NotFound",
+    "Placement",
+    "PodClaim",
+    "PodDemand",
+    "Settings",
+    "Usage",
+    "Workload",
+    "allocate",
+    "as_workload",
+    "claim_devices",
+    "claim_spec_of",
+    "decide",
+    "expand_pod_claims",
+    "make_placer",
+    "parse_claim_spec",
+    "place_claims",
+    "pod_demand",
+    "usage_from_pods",
+]

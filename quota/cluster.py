@@ -28,6 +28,7 @@ CLUSTER_SCOPED = frozenset(
         "ClusterQueue",
         "ResourceFlavor",
         "DeviceTaintRule",
+        "QuotaLedger",
     }
 )
 
