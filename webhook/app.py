@@ -27,7 +27,7 @@ from quota.settings import Settings
 from quota.usage import Usage
 from quota.workloads import WORKLOAD_KINDS, as_workload
 from webhook.admission import AdmissionRequest, BadReview, Outcome, parse_review, review_response
-from webhook.backend import Backend, Ledger, valid_reservation_id
+from webhook.backend import Backend, Ledger, reservation_holder, valid_reservation_id
 from webhook.metrics import Metrics
 from webhook.mutation import pod_patch, same_charge
 
@@ -203,19 +203,25 @@ class Admission:
         return found
 
     def _reservation_id(self, req: AdmissionRequest, obj: Mapping[str, Any], mutating: bool) -> str:
-        """The mutating call's uid, carried in the stamped annotation, else this request's uid."""
-        if not mutating and req.kind == "Pod":
-            _, annotation = _labels_and_annotations(obj)
-            if isinstance(annotation, str):
-                try:
-                    stamped = Charge.from_annotation(annotation, req.ref).reservation
-                except DraquotaError:
-                    stamped = ""
-                if valid_reservation_id(stamped):
-                    return stamped
-        if valid_reservation_id(req.uid):
-            return req.uid
-        return "uid-" + hashlib.sha256(req.uid.encode()).hexdigest()[:32]
+        """Mutating: this request's uid (stamped into the charge annotation). Validating a pod:
+        the stamped id bound to the pod's name, which the pod confirms once it exists."""
+        own = req.uid if valid_reservation_id(req.uid) else _digest_id(req.uid)
+        if mutating or req.kind != "Pod":
+            return own
+        stamped = ""
+        _, annotation = _labels_and_annotations(obj)
+        if isinstance(annotation, str):
+            try:
+                stamped = Charge.from_annotation(annotation, req.ref).reservation
+            except DraquotaError:
+                stamped = ""
+        metadata = obj.get("metadata") or {}
+        name = metadata.get("name") or req.name
+        if not isinstance(name, str) or not name:
+            return own
+        namespace = metadata.get("namespace") or req.namespace or "default"
+        reservation = stamped if valid_reservation_id(stamped) else own
+        return reservation_holder(reservation, f"{namespace}/{name}")
 
     def _stamped_charge_mismatch(
         self, req: AdmissionRequest, obj: Mapping[str, Any], decision: Decision
@@ -249,6 +255,10 @@ class Admission:
                 "creation and cannot be changed",
             )
         return Outcome(True)
+
+
+def _digest_id(text: str) -> str:
+    return "uid-" + hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
 def _json(status: int, document: Any) -> Response:

@@ -10,6 +10,7 @@ The live-cluster implementations live in `webhook.kube`.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -36,6 +37,8 @@ __all__ = [
     "Ledger",
     "MemoryLedger",
     "StateDirBackend",
+    "pod_reservation",
+    "reservation_holder",
     "valid_reservation_id",
 ]
 
@@ -117,6 +120,32 @@ class Ledger(Protocol):
 def valid_reservation_id(value: str) -> bool:
     """A reservation id must never collide with a pod holder (`ns/name`)."""
     return 0 < len(value) <= 128 and "/" not in value and value.isprintable()
+
+
+def reservation_holder(reservation: str, pod_key: str) -> str:
+    """The ledger id of one pod's reservation: the admission's reservation id bound to the pod.
+
+    The id in a charge annotation can be copied into other pods (`kubectl get -o yaml` and
+    create again); bound to the pod's `ns/name`, copies never share, confirm or release
+    each other's reservations, and a retried admission of the same pod reuses its own.
+    """
+    digest = hashlib.sha256(pod_key.encode()).hexdigest()[:16]
+    return f"{reservation[:96]}:{digest}"
+
+
+def pod_reservation(pod: Mapping[str, Any]) -> str | None:
+    """The ledger id a live pod confirms: its annotation's reservation bound to the pod."""
+    metadata = pod.get("metadata") or {}
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    text = annotations.get(CHARGE_ANNOTATION) if isinstance(annotations, Mapping) else None
+    if not isinstance(text, str):
+        return None
+    key = _pod_key(pod)
+    try:
+        reservation = Charge.from_annotation(text, key).reservation
+    except DraquotaError:
+        return None
+    return reservation_holder(reservation, key) if reservation else None
 
 
 def _signature(root: Path) -> tuple[tuple[str, int, int], ...]:
@@ -524,16 +553,9 @@ class MemoryLedger:
         self._release_for(pod)
 
     def _release_for(self, pod: Obj) -> None:
-        annotations = (pod.get("metadata") or {}).get("annotations") or {}
-        text = annotations.get(CHARGE_ANNOTATION) if isinstance(annotations, Mapping) else None
-        if not isinstance(text, str):
-            return
-        try:
-            reservation = Charge.from_annotation(text, _pod_key(pod)).reservation
-        except DraquotaError:
-            return
-        if reservation and self._reservations.pop(reservation, None) is not None:
-            self._usage.remove(reservation)
+        holder = pod_reservation(pod)
+        if holder and self._reservations.pop(holder, None) is not None:
+            self._usage.remove(holder)
 
     def _expire(self) -> None:
         now = self._clock()

@@ -12,7 +12,7 @@ import jsonpatch
 import orjson
 import pytest
 
-from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge
+from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge, FlavorResource
 from quota.claims import expand_pod_claims
 from quota.settings import Settings
 from tests.webhook.builders import (
@@ -26,7 +26,7 @@ from tests.webhook.builders import (
     review,
 )
 from webhook.app import MAX_BODY_BYTES, CachedPlacer, create_app
-from webhook.backend import MemoryLedger
+from webhook.backend import MemoryLedger, reservation_holder
 from webhook.logs import JsonFormatter
 
 
@@ -80,7 +80,20 @@ def test_admitted_pod_is_labelled_stamped_and_reserved() -> None:
     assert mutated["allowed"] and validated["allowed"]
     assert final["metadata"]["labels"][QUEUE_LABEL] == "default"
     charge = Charge.from_annotation(final["metadata"]["annotations"][CHARGE_ANNOTATION], "p")
-    assert set(h.ledger.reservations()) == {charge.reservation}
+    assert set(h.ledger.reservations()) == {
+        reservation_holder(charge.reservation, "team-a/train-0")
+    }
+
+
+def test_copies_of_an_admitted_pod_do_not_share_its_reservation() -> None:
+    h = Harness(gpus=2)
+    _, _, admitted = h.admit(_gpu_pod("train-0"))
+    answers = []
+    for i in range(3):  # `kubectl get pod -o yaml`, renamed, created again
+        copy = {**admitted, "metadata": {**admitted["metadata"], "name": f"copy-{i}"}}
+        answers.append(h.admit(copy)[1]["allowed"])
+    assert answers == [True, False, False]
+    assert h.ledger.usage().of("team-a") == {FlavorResource("a100", "gpu"): 2}
 
 
 def test_quota_is_enforced_across_admissions_with_the_quota_message() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,13 @@ from quota.settings import Settings
 from quota.usage import Usage
 from tests.webhook.builders import QUEUE, cluster_objects, cluster_state, pod
 from webhook import backend as backend_module
-from webhook.backend import IndexedUsage, MemoryLedger, StateDirBackend, valid_reservation_id
+from webhook.backend import (
+    IndexedUsage,
+    MemoryLedger,
+    StateDirBackend,
+    reservation_holder,
+    valid_reservation_id,
+)
 
 GPU = FlavorResource("a100", "gpu")
 
@@ -79,12 +86,11 @@ def test_retried_reservation_does_not_count_against_itself() -> None:
     assert ledger.usage().of(QUEUE) == {GPU: 1}
 
 
-def _created(obj: dict[str, Any], decision: Decision) -> dict[str, Any]:
+def _created(obj: dict[str, Any], decision: Decision, stamped: str = "r") -> dict[str, Any]:
+    """The pod as created: the mutating webhook stamped its charge with reservation `stamped`."""
     assert decision.charge is not None
-    metadata = {
-        **obj["metadata"],
-        "annotations": {CHARGE_ANNOTATION: decision.charge.to_annotation()},
-    }
+    charge = dataclasses.replace(decision.charge, reservation=stamped)
+    metadata = {**obj["metadata"], "annotations": {CHARGE_ANNOTATION: charge.to_annotation()}}
     return {**obj, "metadata": metadata, "status": {"phase": "Pending"}}
 
 
@@ -92,14 +98,17 @@ def test_reservation_is_released_when_its_pod_appears_and_usage_counts_the_pod_o
     state = cluster_state(gpus=2)
     ledger = MemoryLedger(state, Settings())
     obj = pod("a")
-    decision = _admit(ledger, state, obj, "r-a")
-    state.upsert(_created(obj, decision))
+    decision = _admit(ledger, state, obj, reservation_holder("uid-1", "team-a/a"))
+    copy = {**obj, "metadata": {**obj["metadata"], "name": "copy"}}
+    state.upsert(_created(copy, decision, stamped="uid-1"))  # another pod with the same stamp
+    assert set(ledger.reservations()) == {reservation_holder("uid-1", "team-a/a")}
+    state.upsert(_created(obj, decision, stamped="uid-1"))
     assert ledger.reservations() == {}
     usage = ledger.usage()
-    assert usage.holders() == {"team-a/a"}
-    assert usage.of(QUEUE) == {GPU: 1}
+    assert usage.holders() == {"team-a/a", "team-a/copy"}
+    assert usage.of(QUEUE) == {GPU: 2}
     state.remove("Pod", "team-a", "a")
-    assert ledger.usage().of(QUEUE) == {}
+    assert ledger.usage().of(QUEUE) == {GPU: 1}
 
 
 def test_reservation_expires_after_the_ttl() -> None:

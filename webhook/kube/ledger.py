@@ -33,7 +33,7 @@ from quota.decision import Decision
 from quota.errors import DraquotaError
 from quota.settings import Settings
 from quota.usage import Usage
-from webhook.backend import MemoryLedger, valid_reservation_id
+from webhook.backend import MemoryLedger, reservation_holder, valid_reservation_id
 from webhook.kube.client import ApiError, KubeClient, TransportError
 from webhook.kube.reservations import Reservation, ledger_name, ledger_object, reservations_of
 from webhook.kube.resources import QUOTA_LEDGER
@@ -221,6 +221,7 @@ class ClusterLedger:
                         continue
                     if rid:
                         index[rid] = key
+                        index[reservation_holder(rid, key)] = key  # as the webhook reserves
                 self._index, self._index_revision = index, revision
             return self._index
 
