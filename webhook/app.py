@@ -7,11 +7,13 @@ an unexpected error inside the decision gets a denial, never `allowed: true`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -29,7 +31,7 @@ from quota.workloads import WORKLOAD_KINDS, as_workload
 from webhook.admission import AdmissionRequest, BadReview, Outcome, parse_review, review_response
 from webhook.backend import Backend, Ledger, reservation_holder, valid_reservation_id
 from webhook.metrics import Metrics
-from webhook.mutation import pod_patch, same_charge
+from webhook.mutation import pod_patch
 
 __all__ = ["MAX_BODY_BYTES", "PLACEMENT_KINDS", "Admission", "CachedPlacer", "create_app"]
 
@@ -142,7 +144,8 @@ class Admission:
         ready, why = self.backend.ready()
         if not ready:
             return _deny(403, "NotReady", f"draquota cannot decide now: {why}"), None
-        reservation = self._reservation_id(req, obj, mutating)
+        stamp = _stamp(req, obj) if not mutating and req.kind == "Pod" else None
+        reservation = self._reservation_id(req, obj, mutating, stamp)
         decision = self._decide(obj, req, reservation, dry_run=req.dry_run or mutating)
         if not decision.allowed:
             code = decision.code if decision.code >= 400 else 403
@@ -150,7 +153,7 @@ class Admission:
         if mutating:
             patch = tuple(pod_patch(req.object, decision)) if req.kind == "Pod" else ()
             return Outcome(True, warnings=decision.warnings, patch=patch), decision
-        mismatch = self._stamped_charge_mismatch(req, obj, decision)
+        mismatch = self._stamped_charge_mismatch(req, stamp, decision)
         if mismatch:
             self.ledger.release(reservation)
             return _deny(403, "ChargeMismatch", mismatch, decision.warnings), decision
@@ -202,34 +205,33 @@ class Admission:
                     found = True
         return found
 
-    def _reservation_id(self, req: AdmissionRequest, obj: Mapping[str, Any], mutating: bool) -> str:
+    def _reservation_id(
+        self, req: AdmissionRequest, obj: Mapping[str, Any], mutating: bool, stamp: _Stamp | None
+    ) -> str:
         """Mutating: this request's uid (stamped into the charge annotation). Validating a pod:
         the stamped id bound to the pod's name, which the pod confirms once it exists."""
         own = req.uid if valid_reservation_id(req.uid) else _digest_id(req.uid)
         if mutating or req.kind != "Pod":
             return own
-        stamped = ""
-        _, annotation = _labels_and_annotations(obj)
-        if isinstance(annotation, str):
-            try:
-                stamped = Charge.from_annotation(annotation, req.ref).reservation
-            except DraquotaError:
-                stamped = ""
         metadata = obj.get("metadata") or {}
         name = metadata.get("name") or req.name
         if not isinstance(name, str) or not name:
             return own
         namespace = metadata.get("namespace") or req.namespace or "default"
+        stamped = stamp.charge.reservation if stamp is not None and stamp.charge else ""
         reservation = stamped if valid_reservation_id(stamped) else own
         return reservation_holder(reservation, f"{namespace}/{name}")
 
     def _stamped_charge_mismatch(
-        self, req: AdmissionRequest, obj: Mapping[str, Any], decision: Decision
+        self, req: AdmissionRequest, stamp: _Stamp | None, decision: Decision
     ) -> str:
-        if req.kind != "Pod" or decision.charge is None:
+        if stamp is None or decision.charge is None:
             return ""
-        _, annotation = _labels_and_annotations(obj)
-        if annotation is None or same_charge(annotation, decision.charge):
+        recorded = stamp.charge
+        same = recorded is not None and recorded == dataclasses.replace(
+            decision.charge, reservation=recorded.reservation
+        )
+        if same:
             return ""
         return (
             f"{req.ref}: metadata.annotations[{CHARGE_ANNOTATION}]: does not match the charge "
@@ -255,6 +257,23 @@ class Admission:
                 "creation and cannot be changed",
             )
         return Outcome(True)
+
+
+@dataclass(frozen=True)
+class _Stamp:
+    """A charge annotation found on a pod under validation (charge None: unparseable)."""
+
+    charge: Charge | None
+
+
+def _stamp(req: AdmissionRequest, obj: Mapping[str, Any]) -> _Stamp | None:
+    _, annotation = _labels_and_annotations(obj)
+    if annotation is None:
+        return None
+    try:
+        return _Stamp(Charge.from_annotation(annotation, req.ref))
+    except (DraquotaError, TypeError):
+        return _Stamp(None)
 
 
 def _digest_id(text: str) -> str:
