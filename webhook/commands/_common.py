@@ -9,11 +9,20 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import yaml
 
 from quota.cluster import ClusterState
+from quota.errors import InvalidObject
+from quota.settings import Settings
 from webhook.state import load_documents, load_state
 
-__all__ = ["add_input_arguments", "inputs_and_state", "print_json", "print_table"]
+__all__ = [
+    "add_input_arguments",
+    "inputs_and_state",
+    "load_settings",
+    "print_json",
+    "print_table",
+]
 
 
 def add_input_arguments(parser: argparse.ArgumentParser, state_required: bool = False) -> None:
@@ -56,3 +65,14 @@ def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
                 str(cell).ljust(width) for cell, width in zip(row, widths, strict=False)
             ).rstrip()
         )
+
+
+def load_settings(path: Path | None) -> Settings:
+    """Settings from the webhook's YAML config file, or the defaults without one."""
+    if path is None:
+        return Settings()
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise InvalidObject(str(path), "", f"invalid YAML: {exc}") from exc
+    return Settings.from_mapping(data)

@@ -13,17 +13,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from quota.cluster import ClusterState
 from quota.decision import Decision, Placer, decide
-from quota.errors import InvalidObject
 from quota.messages import format_amounts
 from quota.placement import make_placer
 from quota.settings import Settings
 from quota.usage import Usage, usage_from_pods
 from quota.workloads import WORKLOAD_KINDS
-from webhook.commands._common import add_input_arguments, print_json, print_table
+from webhook.commands._common import (
+    add_input_arguments,
+    load_settings,
+    print_json,
+    print_table,
+)
 from webhook.state import load_documents, load_state
 
 __all__ = ["check_objects", "configure", "load_settings", "run"]
@@ -34,17 +36,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", type=Path, metavar="FILE", help="webhook config file (deviceClassMappings, ...)"
     )
-
-
-def load_settings(path: Path | None) -> Settings:
-    """Settings from a YAML config file, or the defaults."""
-    if path is None:
-        return Settings()
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise InvalidObject(str(path), "", f"invalid YAML: {exc}") from exc
-    return Settings.from_mapping(data)
 
 
 def _identity(obj: Mapping[str, Any]) -> tuple[str, str, str]:

@@ -7,16 +7,16 @@ import argparse
 import gc
 import logging
 import sys
+import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from quota.errors import InvalidObject
 from quota.settings import Settings
 from webhook.backend import Backend, Ledger, MemoryLedger, StateDirBackend
+from webhook.commands._common import load_settings
 
-__all__ = ["configure", "load_settings", "run"]
+__all__ = ["configure", "load_settings", "run"]  # load_settings: re-exported for callers
 
 EXIT_BAD_INPUT = 2
 log = logging.getLogger("draquota.serve")
@@ -31,9 +31,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cert-dir",
         type=Path,
-        required=True,
         metavar="DIR",
-        help="tls.crt and tls.key (optionally ca.crt); draquota serves HTTPS only",
+        help="tls.crt and tls.key (optionally ca.crt); draquota serves HTTPS only. Without it, "
+        "--state mode makes a throwaway CA and certificate for localhost and logs where",
     )
     parser.add_argument("--host", default="0.0.0.0", metavar="H")
     parser.add_argument("--port", type=int, default=8443, metavar="P")
@@ -47,26 +47,35 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="INFO", metavar="LEVEL")
 
 
-def load_settings(path: Path | None) -> Settings:
-    """Settings from the YAML config file (defaults without one)."""
-    if path is None:
-        return Settings()
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise InvalidObject(str(path), "", f"invalid YAML: {exc}") from exc
-    return Settings.from_mapping(data)
-
-
 def _placer(backend: Backend) -> Any:
-    try:
-        from quota.placement import make_placer
-    except ImportError:
-        log.warning("placement is not available: claims are not checked for placement")
-        return None
+    from quota.placement import make_placer
     from webhook.app import CachedPlacer
 
     return CachedPlacer(make_placer(backend.state), backend.state)
+
+
+def _local_cert_dir() -> Path:
+    """A throwaway CA and serving certificate for 127.0.0.1/localhost (embedded mode only)."""
+    from certs.files import write_material
+    from certs.rotation import issue
+    from certs.serving import ServingSpec
+
+    directory = Path(tempfile.mkdtemp(prefix="draquota-certs-"))
+    spec = ServingSpec(dns_names=("localhost",), ips=("127.0.0.1", "::1"), days=7, ca_days=7)
+    write_material(directory, issue(spec, datetime.now(UTC)))
+    log.info("generated a local certificate", extra={"ca_file": str(directory / "ca.crt")})
+    return directory
+
+
+def _start_rotator(args: argparse.Namespace) -> str | None:
+    """In a cluster, keep the serving Secret and the webhooks' caBundle current."""
+    from certs.kube import api_client, in_cluster_rotator
+
+    try:
+        in_cluster_rotator(api_client(None, in_cluster=True)).start()
+    except Exception as exc:  # the rotator's first pass talks to the API server
+        return f"cannot start the certificate rotator: {exc}"
+    return None
 
 
 def _live(args: argparse.Namespace, settings: Settings) -> tuple[Backend, Ledger] | str:
@@ -86,6 +95,18 @@ def _live(args: argparse.Namespace, settings: Settings) -> tuple[Backend, Ledger
     return backend, ClusterLedger(client, backend, settings)
 
 
+def _cert_dir(args: argparse.Namespace) -> Path | str:
+    if args.cert_dir is None:
+        if args.state is None:
+            return "--cert-dir is required with --kubeconfig and --in-cluster"
+        return _local_cert_dir()
+    if args.in_cluster and (problem := _start_rotator(args)):
+        return problem
+    if not (args.cert_dir / "tls.crt").is_file() or not (args.cert_dir / "tls.key").is_file():
+        return f"{args.cert_dir}: tls.crt and tls.key are required"
+    return args.cert_dir
+
+
 def run(args: argparse.Namespace) -> int:
     from webhook.app import create_app
     from webhook.logs import configure_logging
@@ -93,10 +114,11 @@ def run(args: argparse.Namespace) -> int:
 
     configure_logging(args.log_level)
     settings = load_settings(args.config)
-    if not (args.cert_dir / "tls.crt").is_file() or not (args.cert_dir / "tls.key").is_file():
-        print(f"draquota serve: {args.cert_dir}: tls.crt and tls.key are required", file=sys.stderr)
+    cert_dir = _cert_dir(args)
+    if isinstance(cert_dir, str):
+        print(f"draquota serve: {cert_dir}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    context, reloader = server_context(args.cert_dir, args.watch_interval)
+    context, reloader = server_context(cert_dir, args.watch_interval)
     if args.state is not None:
         backend: Backend = StateDirBackend(args.state, watch_interval=args.watch_interval)
         ledger: Ledger = MemoryLedger(backend.state, settings)
@@ -112,8 +134,6 @@ def run(args: argparse.Namespace) -> int:
     server = webhook_server(app, args.host, args.port, context, reloader)
     gc.collect()
     gc.freeze()  # the loaded cluster view is long-lived: keep it out of every GC pass
-    log.info(
-        "serving", extra={"host": args.host, "port": args.port, "cert_dir": str(args.cert_dir)}
-    )
+    log.info("serving", extra={"host": args.host, "port": args.port, "cert_dir": str(cert_dir)})
     server.run()
     return 0
