@@ -223,3 +223,48 @@ def test_bad_config_file_names_the_problem(tmp_path: Path, text: str, path: str)
     with pytest.raises(InvalidObject) as raised:
         load_settings(config)
     assert raised.value.path == path
+
+
+def test_state_mode_without_cert_dir_serves_a_throwaway_localhost_certificate(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "cluster.yaml").write_text(yaml.safe_dump_all(cluster_objects(1) + node_objects(1)))
+    port, log = _free_port(), tmp_path / "server.log"
+    process = _serve(log, "--state", str(state), "--host", "127.0.0.1", "--port", str(port))
+    try:
+        deadline = time.monotonic() + DEADLINE
+        ca_file = None
+        while ca_file is None and time.monotonic() < deadline:
+            assert process.poll() is None, log.read_text()
+            for line in log.read_text().splitlines():
+                if line.startswith("{") and "ca_file" in (entry := orjson.loads(line)):
+                    ca_file = entry["ca_file"]
+            time.sleep(0.1)
+        assert ca_file, log.read_text()
+        context = ssl.create_default_context(cafile=ca_file)
+        while time.monotonic() < deadline:
+            try:
+                answer = httpx.get(f"https://localhost:{port}/healthz", verify=context)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        assert answer.status_code == 200
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=DEADLINE)
+
+
+def test_live_modes_require_a_cert_dir(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "webhook.cli", "serve", "--kubeconfig", str(kubeconfig)],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--cert-dir is required" in done.stderr
