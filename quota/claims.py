@@ -58,6 +58,25 @@ def claim_spec_of(obj: Obj) -> ClaimSpec:
     )
 
 
+# Parsed specs of cluster objects, by object identity: the cluster view replaces an
+# object on every change rather than editing it, so an entry is valid while the
+# object it holds is the one in the view. Holding the object keeps its id unique.
+_PARSED: dict[int, tuple[Obj, ClaimSpec, Mapping[str, int]]] = {}
+_PARSED_MAX = 4096
+
+
+def _parsed(obj: Obj) -> tuple[ClaimSpec, Mapping[str, int]]:
+    hit = _PARSED.get(id(obj))
+    if hit is not None and hit[0] is obj:
+        return hit[1], hit[2]
+    spec = claim_spec_of(obj)
+    devices = claim_devices(spec)
+    if len(_PARSED) >= _PARSED_MAX:
+        _PARSED.clear()
+    _PARSED[id(obj)] = (obj, spec, devices)
+    return spec, devices
+
+
 def _entry_claim(entry: Any, path: str, namespace: str, state: ClusterState, ref: str) -> PodClaim:
     reader = FieldReader(ref)
     entry = reader.mapping(entry, path)
@@ -75,13 +94,13 @@ def _entry_claim(entry: Any, path: str, namespace: str, state: ClusterState, ref
     obj = state.get(kind, namespace, target)
     if obj is None:
         raise NotFound(kind, namespace, target, referrer=f"{ref}: {path}")
-    spec = claim_spec_of(obj)
+    spec, devices = _parsed(obj)
     allocation = (obj.get("status") or {}).get("allocation") if claim else None
     return PodClaim(
         entry=name,
         namespace=namespace,
         spec=spec,
-        devices=claim_devices(spec),
+        devices=devices,
         template=template or None,
         claim=claim or None,
         allocation=allocation,

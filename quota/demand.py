@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -41,9 +42,23 @@ class PodDemand:
         return dict(sorted(total.items()))
 
 
+_EXTENDED: weakref.WeakKeyDictionary[ClusterState, tuple[tuple[int, ...], dict[str, str]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def extended_names(state: ClusterState) -> dict[str, str]:
-    """Explicit extended-resource name -> DeviceClass, for the classes in the cluster view."""
-    return extended_resource_classes(parse_device_class(obj) for obj in state.list("DeviceClass"))
+    """Explicit extended-resource name -> DeviceClass, for the classes in the cluster view.
+
+    Cached per view until a DeviceClass changes: admission asks for it on every pod.
+    """
+    revision = state.revision("DeviceClass")
+    cached = _EXTENDED.get(state)
+    if cached is None or cached[0] != revision:
+        classes = (parse_device_class(obj) for obj in state.list("DeviceClass"))
+        cached = (revision, extended_resource_classes(classes))
+        _EXTENDED[state] = cached
+    return cached[1]
 
 
 def pod_demand(workload: Workload, state: ClusterState) -> PodDemand:

@@ -9,7 +9,7 @@ from quota.cluster import ClusterState
 from quota.demand import pod_demand
 from quota.errors import InvalidObject, NotFound
 from quota.workloads import as_workload
-from tests.quota.builders import VERSIONS, claim, claim_template, container, pod
+from tests.quota.builders import VERSIONS, claim, claim_template, container, device_class, pod
 
 GPU2 = {
     "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com", "count": 2}}]
@@ -162,3 +162,19 @@ def test_job_template_missing_template_names_the_path_inside_the_job() -> None:
         pod_demand(as_workload(job), _state())
     assert "spec.template.spec.resourceClaims[0]" in str(info.value)
     assert "ResourceClaimTemplate team-a/nope not found" in str(info.value)
+
+
+def test_a_changed_template_or_device_class_is_counted_afresh() -> None:
+    state = _state()
+    p = pod(
+        claims=({"name": "gpu", "resourceClaimTemplateName": "gpu-tmpl"},),
+        containers=({"name": "main", "resources": {"requests": {"example.com/gpu": "1"}}},),
+    )
+    before = pod_demand(as_workload(p), state)
+    assert before.all_devices() == {"gpu.example.com": 2}
+    assert before.resources == {"example.com/gpu": 1}
+    state.upsert(claim_template("gpu-tmpl", NIC1))
+    state.upsert(device_class("gpu", "example.com/gpu"))
+    after = pod_demand(as_workload(p), state)
+    assert after.all_devices() == {"gpu": 1, "nic.example.com": 1}
+    assert after.resources == {}
