@@ -3,8 +3,9 @@
 The SSLContext is built here (TLS 1.2+) and handed to uvicorn; `CertReloader`
 calls `load_cert_chain` on that live context when the files change, so new
 handshakes get the new certificate and open connections are never dropped.
-Shutdown is uvicorn's graceful one: stop accepting, close idle keep-alive
-connections, let in-flight requests finish within `graceful_seconds`.
+Shutdown stops accepting, aborts idle keep-alive connections at once (a TLS
+close would wait for the peer), and lets in-flight requests finish within
+`graceful_seconds`.
 """
 
 from __future__ import annotations
@@ -49,7 +50,21 @@ class WebhookServer(uvicorn.Server):
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         if self._watch is not None:
             self._watch.cancel()
+        for server in self.servers:
+            server.close()
+        self._abort_idle_connections()
         await super().shutdown(sockets)
+
+    def _abort_idle_connections(self) -> None:
+        # A TLS close waits for the peer's close_notify, which an idle keep-alive
+        # client (the API server's connection pool) never sends: without this,
+        # shutdown would sit out the whole graceful timeout.
+        for connection in list(self.server_state.connections):
+            cycle = getattr(connection, "cycle", None)
+            if cycle is None or getattr(cycle, "response_complete", False):
+                transport = getattr(connection, "transport", None)
+                if transport is not None:
+                    transport.abort()
 
 
 def webhook_server(

@@ -268,3 +268,25 @@ def test_live_modes_require_a_cert_dir(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "--cert-dir is required" in done.stderr
+
+
+def test_shutdown_closes_idle_keep_alive_connections(server: Server) -> None:
+    raw = socket.create_connection(("127.0.0.1", server.port))
+    client = server.context().wrap_socket(raw, server_hostname="localhost")
+    client.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+    answer = b""
+    while not answer.endswith(b"}"):
+        answer += client.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 200")
+    server.process.send_signal(signal.SIGTERM)
+    # An idle keep-alive connection must be closed by the server at once, not held open
+    # for the whole graceful-shutdown period (10 s) while the process refuses to exit.
+    client.settimeout(DEADLINE / 5)
+    try:
+        closed = client.recv(4096) == b""
+    except (ConnectionError, ssl.SSLError):
+        closed = True
+    finally:
+        client.close()
+    assert closed
+    server.process.wait(timeout=DEADLINE / 5)
