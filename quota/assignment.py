@@ -29,6 +29,7 @@ from quota.charge import FlavorResource
 from quota.messages import format_amount
 from quota.quantity import sat_add, sat_mul
 from quota.queues import TRY_NEXT_FLAVOR, ClusterQueue, QueueTable, ResourceGroup
+from quota.selectors import requirement_matches
 
 __all__ = ["Assignment", "QuotaView", "assign_flavors", "flavor_matches_pod", "quota_view"]
 
@@ -258,26 +259,6 @@ def assign_flavors(
     return Assignment(dict(sorted(flavors.items())), borrowing, (), ok=True)
 
 
-def _requirement_matches(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    key, operator = expr.get("key"), expr.get("operator")
-    values = expr.get("values") or ()
-    if operator == "In":
-        return key in labels and labels[key] in values
-    if operator == "NotIn":
-        return key not in labels or labels[key] not in values
-    if operator == "Exists":
-        return key in labels
-    if operator == "DoesNotExist":
-        return key not in labels
-    if operator in ("Gt", "Lt") and key in labels and len(values) == 1:
-        try:
-            have, want = int(labels[key]), int(values[0])
-        except ValueError:
-            return False
-        return have > want if operator == "Gt" else have < want
-    return False
-
-
 def flavor_matches_pod(
     pod_spec: Mapping[str, Any], node_labels: Mapping[str, str], keys: frozenset[str]
 ) -> bool:
@@ -302,4 +283,4 @@ def flavor_matches_pod(
         terms.append(exprs)
     if not terms:
         return True
-    return any(all(_requirement_matches(e, node_labels) for e in exprs) for exprs in terms)
+    return any(all(requirement_matches(e, node_labels) for e in exprs) for exprs in terms)

@@ -21,6 +21,7 @@ from quota.claimspec import FieldReader
 from quota.cluster import ClusterState, Obj
 from quota.errors import InvalidObject, object_ref
 from quota.quantity import amount, parse_quantity
+from quota.selectors import LABEL_OPERATORS, requirement_matches
 from quota.settings import Settings
 
 __all__ = [
@@ -46,7 +47,6 @@ QUEUE_KINDS = ("ClusterQueue", "LocalQueue", "ResourceFlavor")
 BORROW = "Borrow"
 TRY_NEXT_FLAVOR = "TryNextFlavor"
 DEVICE_CLASS_KIND = "DeviceClass"
-_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
 @dataclass(frozen=True)
@@ -154,7 +154,7 @@ def _selector(reader: FieldReader, raw: Any, path: str) -> Mapping[str, Any]:
         reader.string(expr.get("key"), f"{here}.key", True)
         operator = reader.string(expr.get("operator"), f"{here}.operator", True)
         values = reader.strings(expr.get("values"), f"{here}.values")
-        if operator not in _OPERATORS:
+        if operator not in LABEL_OPERATORS:
             raise reader.fail(f"{here}.operator", f"unsupported value {operator!r}")
         if operator in ("In", "NotIn") and not values:
             raise reader.fail(f"{here}.values", f"must be non-empty for operator {operator}")
@@ -320,18 +320,6 @@ def parse_resource_flavor(obj: Obj) -> ResourceFlavor:
     return ResourceFlavor(name, dict(sorted(labels.items())))
 
 
-def _expression_matches(expr: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    key, operator = expr["key"], expr["operator"]
-    values = expr.get("values") or ()
-    if operator == "In":
-        return key in labels and labels[key] in values
-    if operator == "NotIn":
-        return key not in labels or labels[key] not in values
-    if operator == "Exists":
-        return key in labels
-    return key not in labels
-
-
 def namespace_selected(queue: ClusterQueue, namespace: Obj | None, name: str) -> bool:
     """Whether the queue's namespaceSelector selects the namespace (null selects none)."""
     selector = queue.namespace_selector
@@ -342,7 +330,7 @@ def namespace_selected(queue: ClusterQueue, namespace: Obj | None, name: str) ->
     for key, value in (selector.get("matchLabels") or {}).items():
         if labels.get(key) != value:
             return False
-    return all(_expression_matches(e, labels) for e in selector.get("matchExpressions") or ())
+    return all(requirement_matches(e, labels) for e in selector.get("matchExpressions") or ())
 
 
 @dataclass(frozen=True)

@@ -6,32 +6,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from quota.allocator.errors import AllocationError
+from quota.selectors import NODE_OPERATORS, requirement_matches
 
 __all__ = ["node_matches", "selector_matches"]
 
 
 def _requirement(labels: Mapping[str, str], req: Mapping[str, Any]) -> bool:
-    key, op = req.get("key", ""), req.get("operator", "")
-    values = list(req.get("values") or ())
-    present = key in labels
-    value = labels.get(key)
-    if op == "In":
-        return present and value in values
-    if op == "NotIn":
-        return not present or value not in values
-    if op == "Exists":
-        return present
-    if op == "DoesNotExist":
-        return not present
-    if op in ("Gt", "Lt"):
-        if not present or len(values) != 1:
-            return False
-        try:
-            have, want = int(str(value)), int(values[0])
-        except ValueError:
-            return False
-        return have > want if op == "Gt" else have < want
-    raise AllocationError(f"node selector: unsupported operator {op!r} for key {key!r}")
+    if req.get("operator", "") not in NODE_OPERATORS:
+        raise AllocationError(
+            f"node selector: unsupported operator {req.get('operator', '')!r} "
+            f"for key {req.get('key', '')!r}"
+        )
+    return requirement_matches(req, labels)
 
 
 def _term(node: Mapping[str, Any], term: Mapping[str, Any]) -> bool:
