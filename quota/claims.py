@@ -16,7 +16,7 @@ from quota.cluster import ClusterState, Obj
 from quota.devices import claim_devices
 from quota.errors import InvalidObject, NotFound, object_ref
 
-__all__ = ["PodClaim", "claim_spec_of", "expand_pod_claims"]
+__all__ = ["ClaimRef", "PodClaim", "claim_references", "claim_spec_of", "expand_pod_claims"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,38 @@ class PodClaim:
     def key(self) -> str:
         """`namespace/name` of the template or claim this entry points at."""
         return f"{self.namespace}/{self.claim or self.template}"
+
+
+ClaimRef = tuple[str, str, str]
+_REF_FIELDS = (
+    ("resourceClaimName", "ResourceClaim"),
+    ("resourceClaimTemplateName", "ResourceClaimTemplate"),
+)
+
+
+def claim_references(pod: Obj, generated: bool = False) -> set[ClaimRef]:
+    """(kind, namespace, name) of the claims and templates a pod names; malformed entries skipped.
+
+    With `generated`, also the claims the control plane created for the pod's
+    template entries (`status.resourceClaimStatuses`).
+    """
+    metadata = pod.get("metadata")
+    namespace = (metadata.get("namespace") if isinstance(metadata, Mapping) else None) or "default"
+    spec, status = pod.get("spec"), pod.get("status")
+    entries = spec.get("resourceClaims") if isinstance(spec, Mapping) else None
+    entries = list(entries) if isinstance(entries, list) else []
+    if generated and isinstance(status, Mapping):
+        statuses = status.get("resourceClaimStatuses")
+        entries += statuses if isinstance(statuses, list) else []
+    refs: set[ClaimRef] = set()
+    for entry in entries:
+        if not isinstance(entry, Mapping):
+            continue
+        for key, kind in _REF_FIELDS:
+            name = entry.get(key)
+            if isinstance(name, str) and name:
+                refs.add((kind, str(namespace), name))
+    return refs
 
 
 def claim_spec_of(obj: Obj) -> ClaimSpec:

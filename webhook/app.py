@@ -21,7 +21,7 @@ from fastapi import FastAPI, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge
-from quota.claims import PodClaim
+from quota.claims import PodClaim, claim_references
 from quota.cluster import ClusterState
 from quota.decision import Decision, PlacementLike, Placer, decide
 from quota.errors import DraquotaError
@@ -184,25 +184,14 @@ class Admission:
             workload = as_workload(obj)
         except DraquotaError:
             return False
-        spec = workload.pod.get("spec")
-        entries = spec.get("resourceClaims") if isinstance(spec, Mapping) else None
         found = False
-        for entry in entries if isinstance(entries, list) else []:
-            if not isinstance(entry, Mapping):
+        for kind, namespace, name in sorted(claim_references(workload.pod)):
+            if self.backend.state.get(kind, namespace, name) is not None:
                 continue
-            for field, kind in (
-                ("resourceClaimName", "ResourceClaim"),
-                ("resourceClaimTemplateName", "ResourceClaimTemplate"),
-            ):
-                name = entry.get(field)
-                if not isinstance(name, str) or not name:
-                    continue
-                if self.backend.state.get(kind, workload.namespace, name) is not None:
-                    continue
-                fetched = self.backend.fetch(kind, workload.namespace, name)
-                if fetched is not None:
-                    self.backend.state.upsert(fetched)
-                    found = True
+            fetched = self.backend.fetch(kind, namespace, name)
+            if fetched is not None:
+                self.backend.state.upsert(fetched)
+                found = True
         return found
 
     def _reservation_id(

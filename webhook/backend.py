@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from quota.charge import CHARGE_ANNOTATION, Charge, FlavorResource
+from quota.claims import claim_references
 from quota.cluster import ClusterState, Obj
 from quota.decision import Decision
 from quota.errors import DraquotaError
@@ -62,25 +63,7 @@ _T = TypeVar("_T")
 
 def _claim_refs(pod: Obj) -> set[_Ref]:
     """The claims and templates a pod's charge reads (entries and generated claims)."""
-    metadata = pod.get("metadata") or {}
-    namespace = metadata.get("namespace") or "default"
-    refs: set[_Ref] = set()
-    spec, status = pod.get("spec"), pod.get("status")
-    entries = spec.get("resourceClaims") if isinstance(spec, Mapping) else None
-    generated = status.get("resourceClaimStatuses") if isinstance(status, Mapping) else None
-    for entry in (entries if isinstance(entries, list) else []) + (
-        generated if isinstance(generated, list) else []
-    ):
-        if not isinstance(entry, Mapping):
-            continue
-        for field, kind in (
-            ("resourceClaimName", "ResourceClaim"),
-            ("resourceClaimTemplateName", "ResourceClaimTemplate"),
-        ):
-            name = entry.get(field)
-            if isinstance(name, str) and name:
-                refs.add((kind, namespace, name))
-    return refs
+    return set(claim_references(pod, generated=True))
 
 
 @runtime_checkable

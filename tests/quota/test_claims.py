@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from quota.claims import expand_pod_claims
+from quota.claims import claim_references, expand_pod_claims
 from quota.cluster import ClusterState
 from quota.demand import pod_demand
 from quota.errors import InvalidObject, NotFound
@@ -178,3 +178,19 @@ def test_a_changed_template_or_device_class_is_counted_afresh() -> None:
     after = pod_demand(as_workload(p), state)
     assert after.all_devices() == {"gpu": 1, "nic.example.com": 1}
     assert after.resources == {}
+
+
+def test_claim_references_name_entries_and_generated_claims_leniently() -> None:
+    p = pod(
+        claims=(
+            {"name": "a", "resourceClaimTemplateName": "gpu-tmpl"},
+            {"name": "b", "resourceClaimName": "shared-gpus"},
+            "garbage",
+        )
+    )
+    p["status"] = {"resourceClaimStatuses": [{"name": "a", "resourceClaimName": "train-0-a-x1"}]}
+    assert claim_references(p) == {
+        ("ResourceClaimTemplate", "team-a", "gpu-tmpl"),
+        ("ResourceClaim", "team-a", "shared-gpus"),
+    }
+    assert ("ResourceClaim", "team-a", "train-0-a-x1") in claim_references(p, generated=True)
