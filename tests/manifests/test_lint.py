@@ -150,7 +150,11 @@ def test_webhook_rules_cover_pods_and_pod_template_workloads(
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 covered.setdefault((group, resource), set()).update(rule["operations"])
-    assert covered == WORKLOAD_RULES
+    expected = dict(WORKLOAD_RULES)
+    if kind == "ValidatingWebhookConfiguration":
+        # the validating webhook also guards the charge annotation and queue label of pods
+        expected[("", "pods")] = {"CREATE", "UPDATE"}
+    assert covered == expected
 
 
 def _condition(expression: str) -> Any:
@@ -167,10 +171,46 @@ def _deployment(replicas: int, labels: dict[str, str], annotations: dict[str, st
     }
 
 
+def _pod(labels: dict[str, str], annotations: dict[str, str], node: str = "") -> dict:
+    spec = {"containers": [{"name": "c"}]} | ({"nodeName": node} if node else {})
+    return {"metadata": {"name": "p", "labels": labels, "annotations": annotations}, "spec": spec}
+
+
 OLD = _deployment(1, {"app": "web"}, {})
+CHARGED = {"draquota.io/charge": '{"clusterQueue":"a"}'}
+OLD_POD = _pod({"draquota.io/queue-name": "q"}, CHARGED)
 MATCH_CASES = [
     # (id, operation, object, oldObject, sent to the webhook)
     ("pod-create-without-claims-or-label", "CREATE", {"metadata": {}, "spec": {}}, None, True),
+    (
+        "pod-binding-and-other-labels",
+        "UPDATE",
+        _pod({"draquota.io/queue-name": "q", "x": "y"}, CHARGED, "node-1"),
+        OLD_POD,
+        False,
+    ),
+    (
+        "pod-queue-label-change",
+        "UPDATE",
+        _pod({"draquota.io/queue-name": "r"}, CHARGED),
+        OLD_POD,
+        True,
+    ),
+    ("pod-queue-label-removed", "UPDATE", _pod({}, CHARGED), OLD_POD, True),
+    (
+        "pod-charge-annotation-rewritten",
+        "UPDATE",
+        _pod({"draquota.io/queue-name": "q"}, {"draquota.io/charge": "{}"}),
+        OLD_POD,
+        True,
+    ),
+    (
+        "pod-charge-annotation-removed",
+        "UPDATE",
+        _pod({"draquota.io/queue-name": "q"}, {}),
+        OLD_POD,
+        True,
+    ),
     ("workload-create", "CREATE", OLD, None, True),
     ("workload-spec-change", "UPDATE", _deployment(3, {"app": "web"}, {}), OLD, True),
     (
@@ -198,7 +238,12 @@ MATCH_CASES = [
 def test_match_conditions_skip_only_updates_draquota_cannot_affect(
     kind: str, hook: dict[str, Any], operation: str, obj: dict, old: dict | None, sent: bool
 ) -> None:
-    request = {"operation": operation, "userInfo": {"username": "system:serviceaccount:x:y"}}
+    resource = "deployments" if "template" in obj["spec"] else "pods"
+    request = {
+        "operation": operation,
+        "resource": {"resource": resource},
+        "userInfo": {"username": "system:serviceaccount:x:y"},
+    }
     results = [
         _condition(c["expression"])
         .eval(data={"request": request, "object": obj, "oldObject": old})
