@@ -106,7 +106,7 @@ class ClusterLedger:
         if not valid_reservation_id(reservation):
             raise ValueError(f"invalid reservation id {reservation!r:.80}")
         ledgers = self._cached_ledgers()
-        decision = evaluate(self._usage_with(ledgers, exclude=reservation))
+        decision = self._evaluate(evaluate, ledgers, exclude=reservation)
         if decision.charge is None:
             return decision
         name = ledger_name(self.state, decision.charge.cluster_queue)
@@ -118,7 +118,7 @@ class ClusterLedger:
                 except (ApiError, TransportError) as exc:
                     return _fail_closed(decision, name, str(exc))
                 ledgers[name] = reservations_of(current)
-                decision = evaluate(self._usage_with(ledgers, exclude=reservation))
+                decision = self._evaluate(evaluate, ledgers, exclude=reservation)
                 if dry_run or not decision.allowed or decision.charge is None:
                     return decision
                 if ledger_name(self.state, decision.charge.cluster_queue) != name:
@@ -225,8 +225,23 @@ class ClusterLedger:
                 self._index, self._index_revision = index, revision
             return self._index
 
-    def _usage_with(self, ledgers: Mapping[str, list[Reservation]], exclude: str = "") -> Usage:
-        usage = self._pods.usage()
+    def _usage_with(self, ledgers: Mapping[str, list[Reservation]]) -> Usage:
+        return self._add_reservations(self._pods.usage(), ledgers)
+
+    def _evaluate(
+        self,
+        evaluate: Callable[[Usage], Decision],
+        ledgers: Mapping[str, list[Reservation]],
+        exclude: str,
+    ) -> Decision:
+        """Evaluate on live pods plus outstanding reservations, without copying every holder."""
+        return self._pods.with_usage(
+            lambda pods: evaluate(self._add_reservations(pods, ledgers, exclude))
+        )
+
+    def _add_reservations(
+        self, usage: Usage, ledgers: Mapping[str, list[Reservation]], exclude: str = ""
+    ) -> Usage:
         confirmed = self._confirmed()
         now = self.clock()
         for entries in ledgers.values():
