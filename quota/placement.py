@@ -38,9 +38,18 @@ from quota.deviceclasses import parse_device_class
 from quota.errors import DraquotaError
 from quota.quantity import parse_quantity
 
-__all__ = ["INDEX_KINDS", "Allocated", "Placement", "Placer", "make_placer", "place_claims"]
+__all__ = [
+    "INDEX_KINDS",
+    "NO_SLICES",
+    "Allocated",
+    "Placement",
+    "Placer",
+    "make_placer",
+    "place_claims",
+]
 
 INDEX_KINDS = ("ResourceSlice", "DeviceClass", "ResourceClaim", "Node", "DeviceTaintRule")
+NO_SLICES = "the cluster publishes no ResourceSlices: placement not judged"
 
 
 @dataclass(frozen=True)
@@ -86,6 +95,7 @@ class _Index:
             else:
                 self.shared.append(s)
         nodes = {(n.get("metadata") or {}).get("name"): n for n in state.list("Node")}
+        self.has_node_objects = bool(nodes)
         if not nodes:
             # A view without Node objects (a bare --state directory): the nodes the
             # slices name stand in, without labels. With Node objects, a slice naming
@@ -259,6 +269,11 @@ class Placer:
     def __call__(
         self, claims: Sequence[PodClaim], node_labels: Mapping[str, str] | None = None
     ) -> Placement:
+        """Admission's question: can these claims be placed? A view that publishes no
+        ResourceSlice at all (a quota-only --state directory) cannot judge placement,
+        so it does not deny: quota is still enforced."""
+        if not self.index().slices:
+            return Placement(True, None, (), NO_SLICES)
         return self.place(claims, node_labels)
 
     def place(
@@ -282,17 +297,19 @@ def _place(
 ) -> Placement:
     fixed = [c for c in claims if c.allocation]
     todo = [c for c in claims if not c.allocation]
+    candidates = list(index.nodes)
+    if node_name is not None:
+        candidates = [n for n in candidates if (n.get("metadata") or {}).get("name") == node_name]
+        if not candidates and index.has_node_objects:
+            return Placement(False, None, (), f"node {node_name} not found")
+        if not candidates:
+            # No Node objects in the view: the named node is a node without labels.
+            candidates = [{"kind": "Node", "metadata": {"name": node_name}}]
     nodes = [
         n
-        for n in index.nodes
-        if (node_name is None or (n.get("metadata") or {}).get("name") == node_name)
-        and _labels_match(n, node_labels)
-        and all(_fits_allocation(n, c.allocation) for c in fixed)
+        for n in candidates
+        if _labels_match(n, node_labels) and all(_fits_allocation(n, c.allocation) for c in fixed)
     ]
-    if node_name is not None and not any(
-        (n.get("metadata") or {}).get("name") == node_name for n in index.nodes
-    ):
-        return Placement(False, None, (), f"node {node_name} not found")
     if not nodes:
         where = "matching the claims' existing allocations and labels"
         return Placement(False, None, (), f"no node {where}")

@@ -283,3 +283,27 @@ def test_without_node_objects_the_slices_name_the_nodes() -> None:
     state = ClusterState([gpu_class(), gpus("node-x", ["pci-a"] * 2)])
     placement = place_claims([template_claim("a", 2)], state)
     assert placement.ok and placement.node == "node-x"
+
+
+def test_a_view_without_resource_slices_does_not_judge_admission() -> None:
+    # A quota-only cluster view (no driver publishes devices) cannot tell where claims
+    # fit: admission must not deny on placement, while the allocator itself says no.
+    state = ClusterState([gpu_class(), node("node-1")])
+    answer = make_placer(state)([template_claim("a", 1)], None)
+    assert answer.ok and answer.node is None and "no ResourceSlices" in answer.reason
+    assert not place_claims([template_claim("a", 1)], state).ok
+
+
+def test_named_node_without_node_objects_is_a_node_without_labels() -> None:
+    network = gpus("ignored", ["pci-a", "pci-a"])
+    network["spec"].pop("nodeName")
+    network["spec"]["allNodes"] = True
+    network["spec"]["pool"]["name"] = "fabric"
+    state = ClusterState([gpu_class(), network])
+    placement = place_claims([template_claim("a", 2)], state, node="worker-7")
+    assert placement.ok and placement.node == "worker-7"
+    assert devices_of(placement) == [["gpu-0", "gpu-1"]]
+    with_nodes = cluster(network)
+    assert place_claims([template_claim("a", 1)], with_nodes, node="worker-7").reason == (
+        "node worker-7 not found"
+    )

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from webhook.cli import main
 
@@ -130,3 +131,31 @@ def test_config_file_settings_apply(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert items[0]["charge"]["deviceClasses"] == {"gpu.example.com": 1, "nic.example.com": 1}
     config.write_text("placement: Sometimes\n")
     assert main(["check", nic, "--state", str(STATE), "--config", str(config)]) == 2
+
+
+def test_quota_only_state_decides_by_quota_with_lending_limits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pods = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"b{i}", "namespace": "ns-b"},
+            "spec": {
+                "containers": [{"name": "c", "image": "x"}],
+                "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "one"}],
+            },
+        }
+        for i in range(9)
+    ]
+    inputs = tmp_path / "pods.yaml"
+    inputs.write_text(yaml.safe_dump_all(pods))
+    state = Path(__file__).parent / "fixtures" / "quota-only"
+    items = _check_json(capsys, str(inputs), "--state", str(state))
+    assert [i["allowed"] for i in items] == [True] * 7 + [False] * 2
+    assert [bool(i["warnings"]) for i in items[:7]] == [False] * 5 + [True] * 2
+    assert items[7]["message"] == (
+        'pod ns-b/b7 exceeds quota of ClusterQueue "b" (LocalQueue ns-b/default): '
+        "insufficient unused quota for gpus in flavor default, 1 more needed "
+        "(requested 1, in use 7 of nominal 5, cohort c can lend 0)"
+    )

@@ -102,13 +102,7 @@ def _devices(allocation: Mapping[str, Any] | None) -> str:
 def run(args: argparse.Namespace) -> int:
     inputs, state = inputs_and_state(args.files, args.state)
     claims = collect_claims(inputs, state)
-    if (
-        args.node
-        and state.get("Node", None, args.node) is None
-        and not any(
-            (s.get("spec") or {}).get("nodeName") == args.node for s in state.list("ResourceSlice")
-        )
-    ):
+    if args.node and state.list("Node") and state.get("Node", None, args.node) is None:
         raise NotFound("Node", None, args.node, referrer="--node")
     placement = place_claims([c for _, c in claims], state, node=args.node)
     if placement.invalid:
