@@ -227,7 +227,10 @@ class FakeApiServer:
             raise ApiError(
                 404, "NotFound", f"the server could not find the requested resource {path}"
             )
-        res, namespace, name = self._target(group, rest, path)
+        status_only = len(rest) >= 3 and rest[-1] == "status"
+        res, namespace, name = self._target(group, rest[:-1] if status_only else rest, path)
+        if status_only and (name is None or method not in ("GET", "PUT")):
+            raise ApiError(405, "MethodNotAllowed", f"{method} on a status subresource")
         api_version = f"{group}/{version}" if group else version
         if method == "GET" and name is None and query.get("watch") in ("1", "true"):
             return self._watch(h, res, namespace, api_version, query)
@@ -241,7 +244,7 @@ class FakeApiServer:
         if method == "GET":
             return h._send(200, self.store.get(res, ns, name))
         if method == "PUT":
-            return h._send(200, self.store.update(res, ns, name, h._body()))
+            return h._send(200, self.store.update(res, ns, name, h._body(), status_only))
         if method == "DELETE":
             return h._send(200, self.store.delete(res, ns, name))
         raise ApiError(405, "MethodNotAllowed", method)

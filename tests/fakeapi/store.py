@@ -115,6 +115,7 @@ class Store:
             return items, self.rv
 
     def get(self, res: Resource, namespace: str, name: str) -> Obj:
+        namespace = namespace if res.namespaced else ""  # cluster-scoped: one key
         with self.cond:
             obj = self._objects[res.key].get((namespace, name))
             if obj is None:
@@ -122,6 +123,7 @@ class Store:
             return copy.deepcopy(obj)
 
     def create(self, res: Resource, namespace: str, body: Obj) -> Obj:
+        namespace = namespace if res.namespaced else ""  # cluster-scoped: one key
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
         if not meta.get("name") and meta.get("generateName"):
@@ -139,11 +141,19 @@ class Store:
             self._objects[res.key][(namespace, name)] = obj
             return copy.deepcopy(self._bump(res.key, "ADDED", obj))
 
-    def update(self, res: Resource, namespace: str, name: str, body: Obj) -> Obj:
+    def update(
+        self, res: Resource, namespace: str, name: str, body: Obj, status_only: bool = False
+    ) -> Obj:
+        """PUT; with `status_only` (the /status subresource) only `status` changes."""
+        namespace = namespace if res.namespaced else ""  # cluster-scoped: one key
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
         with self.cond:
             current = self._objects[res.key].get((namespace, name))
+            if status_only and current is not None:
+                obj = {**copy.deepcopy(current), "status": obj.get("status") or {}}
+                obj["metadata"]["resourceVersion"] = meta.get("resourceVersion")
+                meta = obj["metadata"]
             if current is None:
                 raise ApiError(404, "NotFound", f'{res.plural} "{name}" not found')
             wanted = meta.get("resourceVersion")
@@ -163,6 +173,7 @@ class Store:
             return copy.deepcopy(self._bump(res.key, "MODIFIED", obj))
 
     def delete(self, res: Resource, namespace: str, name: str) -> Obj:
+        namespace = namespace if res.namespaced else ""  # cluster-scoped: one key
         with self.cond:
             obj = self._objects[res.key].pop((namespace, name), None)
             if obj is None:

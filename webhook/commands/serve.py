@@ -84,6 +84,7 @@ def _live(args: argparse.Namespace, settings: Settings) -> tuple[Backend, Ledger
         from webhook.kube.backend import KubeBackend
         from webhook.kube.client import KubeClient
         from webhook.kube.ledger import ClusterLedger
+        from webhook.kube.queuestatus import QueueStatusWriter
     except ImportError as exc:
         return f"the live-cluster backend is not available in this build: {exc}"
     try:
@@ -92,7 +93,9 @@ def _live(args: argparse.Namespace, settings: Settings) -> tuple[Backend, Ledger
         where = "in-cluster config" if args.in_cluster else f"kubeconfig {args.kubeconfig}"
         return f"cannot build a Kubernetes client from the {where}: {exc}"
     backend = KubeBackend(client)
-    return backend, ClusterLedger(client, backend, settings)
+    ledger = ClusterLedger(client, backend, settings)
+    backend.attach(QueueStatusWriter(client, backend, ledger, settings))
+    return backend, ledger
 
 
 def _cert_dir(args: argparse.Namespace) -> Path | str:

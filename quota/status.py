@@ -1,0 +1,55 @@
+"""The status a ClusterQueue reports to admins: whether it can admit, and what it holds.
+
+Pure: the shell passes the queue table, the queue's usage and the current time,
+and writes the result to the `status` subresource when it differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from quota.charge import FlavorResource
+from quota.queues import QueueTable, queue_condition
+
+__all__ = ["cluster_queue_status"]
+
+
+def _quantity(resource: str, amount: int) -> int | str:
+    # Amounts are millicores for cpu (quota.quantity.amount); a quantity string says so.
+    return f"{amount}m" if resource == "cpu" else amount
+
+
+def _flavors_usage(usage: Mapping[FlavorResource, int]) -> list[dict[str, Any]]:
+    by_flavor: dict[str, list[dict[str, Any]]] = {}
+    for key in sorted(usage):
+        by_flavor.setdefault(key.flavor, []).append(
+            {"name": key.resource, "total": _quantity(key.resource, usage[key])}
+        )
+    return [{"name": flavor, "resources": resources} for flavor, resources in by_flavor.items()]
+
+
+def cluster_queue_status(
+    table: QueueTable,
+    name: str,
+    usage: Mapping[FlavorResource, int],
+    previous: Mapping[str, Any] | None,
+    now: str,
+) -> dict[str, Any]:
+    """The `status` of ClusterQueue `name`: the `Active` condition and usage per flavor.
+
+    `previous` is the status the object has; the condition keeps its
+    lastTransitionTime unless its status changes (Kubernetes condition rules).
+    """
+    condition = dict(queue_condition(table, name))
+    old = next(
+        (
+            c
+            for c in (previous or {}).get("conditions") or ()
+            if isinstance(c, Mapping) and c.get("type") == condition["type"]
+        ),
+        None,
+    )
+    same = old is not None and old.get("status") == condition["status"]
+    condition["lastTransitionTime"] = str(old.get("lastTransitionTime")) if same else now
+    return {"conditions": [condition], "flavorsUsage": _flavors_usage(usage)}

@@ -1,0 +1,113 @@
+"""Writes each ClusterQueue's status: the `Active` condition and usage per flavor.
+
+Every replica runs it; they compute the same status from the same caches, so
+after one write the others find nothing to change. A write races other writers
+through the resourceVersion precondition; a lost race is simply retried on the
+next pass.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from quota.cluster import ClusterState
+from quota.queues import queue_table
+from quota.settings import Settings
+from quota.status import cluster_queue_status
+from quota.usage import Usage
+from webhook.kube.client import ApiError, KubeClient, TransportError
+from webhook.kube.resources import QUOTA_GROUP, QUOTA_VERSION, ResourceType
+
+__all__ = ["CLUSTER_QUEUE", "QueueStatusWriter"]
+
+log = logging.getLogger("draquota.queuestatus")
+CLUSTER_QUEUE = ResourceType("ClusterQueue", QUOTA_GROUP, QUOTA_VERSION, "clusterqueues", False)
+
+
+class _Backend(Protocol):
+    state: ClusterState
+
+    def ready(self) -> tuple[bool, str]: ...
+
+
+class _Ledger(Protocol):
+    def usage(self) -> Usage: ...
+
+
+def _rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class QueueStatusWriter:
+    """Keeps `status` of every ClusterQueue current; start()/stop() with the backend."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        backend: _Backend,
+        ledger: _Ledger,
+        settings: Settings,
+        interval: float = 10.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.client, self.backend, self.ledger = client, backend, ledger
+        self.settings, self.interval, self.clock = settings, interval, clock
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._loop, name="queue-status", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+            self._thread = None
+
+    def sync(self) -> int:
+        """One pass over every cached ClusterQueue; how many statuses were written."""
+        state = self.backend.state
+        table = queue_table(state, self.settings)
+        usage = self.ledger.usage()
+        now = _rfc3339(self.clock())
+        written = 0
+        for queue in state.list("ClusterQueue"):
+            name = str((queue.get("metadata") or {}).get("name"))
+            current = queue.get("status") if isinstance(queue.get("status"), Mapping) else None
+            wanted = cluster_queue_status(table, name, usage.of(name), current, now)
+            if current is not None and _same(current, wanted):
+                continue
+            written += self._write(queue, name, wanted)
+        return written
+
+    def _write(self, queue: Mapping[str, Any], name: str, status: dict[str, Any]) -> int:
+        body = {**queue, "status": status}
+        body.setdefault("apiVersion", CLUSTER_QUEUE.api_version)
+        body.setdefault("kind", CLUSTER_QUEUE.kind)
+        try:
+            self.client.request("PUT", CLUSTER_QUEUE.path(name=name) + "/status", body=body)
+        except (ApiError, TransportError) as exc:
+            log.info("cluster queue status not written: %s: %s", name, exc)
+            return 0
+        return 1
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            if not self.backend.ready()[0]:
+                continue
+            try:
+                self.sync()
+            except Exception:  # a bad pass must not end the writer
+                log.exception("cluster queue status sync failed")
+
+
+def _same(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    return all(current.get(key) == value for key, value in wanted.items())
