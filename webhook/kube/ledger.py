@@ -35,6 +35,7 @@ from quota.settings import Settings
 from quota.usage import Usage
 from webhook.backend import MemoryLedger, reservation_holder, valid_reservation_id
 from webhook.kube.client import ApiError, KubeClient, TransportError
+from webhook.kube.periodic import Periodic
 from webhook.kube.reservations import Reservation, ledger_name, ledger_object, reservations_of
 from webhook.kube.resources import QUOTA_LEDGER
 
@@ -87,8 +88,9 @@ class ClusterLedger:
         self._index_revision: tuple[int, ...] = ()
         self._index: dict[str, str] = {}
         self._confirmed_at: dict[str, float] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._reconciler = Periodic(
+            "ledger", options.reconcile_interval, self.reconcile, lambda: backend.ready()[0]
+        )
         backend.attach(self)
 
     # -- Ledger protocol -------------------------------------------------------------
@@ -147,16 +149,10 @@ class ClusterLedger:
     # -- reconciler ------------------------------------------------------------------
 
     def start(self) -> None:
-        if self._thread is None:
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._loop, name="ledger", daemon=True)
-            self._thread.start()
+        self._reconciler.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5)
-            self._thread = None
+        self._reconciler.stop()
 
     def reconcile(self) -> int:
         """One pass: delete expired and long-confirmed reservations; how many went."""
@@ -180,15 +176,6 @@ class ClusterLedger:
             seen = self._confirmed_at.get(entry.id, now)
             return now - seen >= self.options.confirm_grace
         return entry.expires_at <= now
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.options.reconcile_interval):
-            if not self.backend.ready()[0]:
-                continue
-            try:
-                self.reconcile()
-            except Exception:  # the reconciler must outlive any single bad pass
-                log.exception("ledger reconcile failed")
 
     # -- mechanics -------------------------------------------------------------------
 

@@ -9,7 +9,6 @@ next pass.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -21,6 +20,7 @@ from quota.settings import Settings
 from quota.status import cluster_queue_status
 from quota.usage import Usage
 from webhook.kube.client import ApiError, KubeClient, TransportError
+from webhook.kube.periodic import Periodic
 from webhook.kube.resources import QUOTA_GROUP, QUOTA_VERSION, ResourceType
 
 __all__ = ["CLUSTER_QUEUE", "QueueStatusWriter"]
@@ -56,21 +56,14 @@ class QueueStatusWriter:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.client, self.backend, self.ledger = client, backend, ledger
-        self.settings, self.interval, self.clock = settings, interval, clock
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.settings, self.clock = settings, clock
+        self._writer = Periodic("queue-status", interval, self.sync, lambda: backend.ready()[0])
 
     def start(self) -> None:
-        if self._thread is None:
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._loop, name="queue-status", daemon=True)
-            self._thread.start()
+        self._writer.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5)
-            self._thread = None
+        self._writer.stop()
 
     def sync(self) -> int:
         """One pass over every cached ClusterQueue; how many statuses were written."""
@@ -98,15 +91,6 @@ class QueueStatusWriter:
             log.info("cluster queue status not written: %s: %s", name, exc)
             return 0
         return 1
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            if not self.backend.ready()[0]:
-                continue
-            try:
-                self.sync()
-            except Exception:  # a bad pass must not end the writer
-                log.exception("cluster queue status sync failed")
 
 
 def _same(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
