@@ -24,7 +24,7 @@ from certs.serving import ServingSpec
 from quota.errors import InvalidObject
 from quota.settings import Settings
 from tests.webhook.builders import cluster_objects, node_objects, pod, review
-from webhook.commands.serve import load_settings
+from webhook.commands._common import load_settings
 
 pytestmark = pytest.mark.integration
 

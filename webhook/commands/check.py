@@ -28,7 +28,7 @@ from webhook.commands._common import (
 )
 from webhook.state import load_documents, load_state
 
-__all__ = ["check_objects", "configure", "load_settings", "run"]
+__all__ = ["check_objects", "configure", "run"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

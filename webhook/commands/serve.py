@@ -16,7 +16,7 @@ from quota.settings import Settings
 from webhook.backend import Backend, Ledger, MemoryLedger, StateDirBackend
 from webhook.commands._common import load_settings
 
-__all__ = ["configure", "load_settings", "run"]  # load_settings: re-exported for callers
+__all__ = ["configure", "run"]
 
 EXIT_BAD_INPUT = 2
 log = logging.getLogger("draquota.serve")
