@@ -254,7 +254,8 @@ class RoundRobinProxy:
         return self
 
     async def _listen(self) -> None:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
+        if self._server is None:
+            self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
 
     def _call(self, make: Callable[[], Any]) -> Any:
         return asyncio.run_coroutine_threadsafe(make(), self._loop).result(10)
