@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import os
 import re
 import shutil
@@ -47,6 +46,8 @@ __all__ = [
     "install",
     "k8s_dir",
     "missing_reason",
+    "run_draquota",
+    "running_cluster",
 ]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -451,10 +452,6 @@ class Draquota:
     def url(self) -> str:
         return f"https://127.0.0.1:{self.proxy.port}"
 
-    def draquota(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        """The draquota command line, as an admin runs it."""
-        return run_draquota(*args, check=check)
-
     def wait_ready(self, timeout: float = 60.0) -> None:
         for replica in self.replicas:
             replica.wait_ready(timeout)
@@ -571,7 +568,3 @@ def running_cluster(base: Path, replicas: int = 3) -> Iterator[Draquota]:
             installed.stop()
     finally:
         cluster.down()
-
-
-def dump(obj: Any) -> str:
-    return json.dumps(obj, indent=1, sort_keys=True)
