@@ -62,6 +62,7 @@ def test_300_concurrent_creates_against_100_admit_exactly_100_with_a_replica_kil
     api = k8s.CoreV1Api(kube)
     started = time.monotonic()
     restarted = threading.Event()
+    connections = dict(installed.proxy.connections)
 
     def one(index: int) -> str:
         if index == PODS // 3:
@@ -79,6 +80,9 @@ def test_300_concurrent_creates_against_100_admit_exactly_100_with_a_replica_kil
         for index in failed:
             outcomes[index] = _submit(api, burst.namespace, f"p{index}")
     assert restarted.wait(60), victim.tail()
+    # the API server's calls were spread over every replica, the killed one included
+    spread = {p: n - connections.get(p, 0) for p, n in installed.proxy.connections.items()}
+    assert all(n > 0 for n in spread.values()), spread
     counts = Counter(outcomes.values())
     assert counts["admitted"] <= QUOTA, counts
     # Reservations made by the killed replica for requests that never completed hold quota
