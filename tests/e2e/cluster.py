@@ -243,6 +243,7 @@ class RoundRobinProxy:
         self.port = port or free_port()
         self.connections: dict[int, int] = dict.fromkeys(self.backends, 0)
         self._open: set[asyncio.StreamWriter] = set()
+        self.hang = False  # accept connections but never answer: an overloaded or stuck replica
         self._turn = itertools.count()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="proxy", daemon=True)
@@ -325,6 +326,14 @@ class RoundRobinProxy:
         return None
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.hang:
+            self._open.add(writer)
+            with contextlib.suppress(OSError, asyncio.CancelledError):
+                while await reader.read(65536):
+                    pass
+            self._open.discard(writer)
+            writer.close()
+            return
         upstream = await self._connect()
         if upstream is None:
             writer.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -39,7 +40,7 @@ RESTRICTED_POD = {
 
 @pytest.fixture(scope="module")
 def outage(draquota_cluster: Draquota) -> Iterator[Scenario]:
-    s = scenario(draquota_cluster, "e2e-outage", Flavor("main", 8, {"e2e-outage-1": 8}))
+    s = scenario(draquota_cluster, "e2e-outage", Flavor("main", 8, {"e2e-outage-1": 16}))
     draquota_cluster.stop_serving()
     try:
         yield s
@@ -86,6 +87,26 @@ def test_while_the_webhook_is_down_pods_are_rejected_with_connection_refused(
     assert not created
     assert 'failed calling webhook "mutate.draquota.io"' in why
     assert "connection refused" in why
+
+
+def test_a_webhook_that_does_not_answer_rejects_pods_after_its_timeout(
+    outage: Scenario, draquota_cluster: Draquota
+) -> None:
+    proxy = draquota_cluster.proxy
+    proxy.hang = True
+    proxy.listen()
+    try:
+        started = time.monotonic()
+        created, why = _create(outage.cluster, outage.namespace, gpu_pod("stuck"))
+        took = time.monotonic() - started
+    finally:
+        proxy.close_listener()
+        proxy.hang = False
+    assert not created
+    assert (
+        'failed calling webhook "mutate.draquota.io"' in why and "context deadline exceeded" in why
+    )
+    assert 3 <= took < 8  # timeoutSeconds 3 of the mutating webhook
 
 
 def test_while_the_webhook_is_down_kube_system_and_draquota_system_keep_working(
