@@ -97,3 +97,32 @@ def test_a_pod_whose_devices_are_busy_right_now_is_admitted_with_a_warning(
     created, why = _create(sched, "waits", 2)
     assert created, why
     assert "Warning:" in why
+
+
+def test_what_draquota_denies_as_unplaceable_the_scheduler_cannot_schedule_either(
+    sched: Scenario,
+) -> None:
+    # The same pod, in a namespace no queue manages (so draquota lets it through untouched),
+    # pinned to the nodes of the flavor draquota judged: the scheduler finds no node either.
+    free = "e2e-sched-unmanaged"
+    sched.cluster.kubectl("create", "namespace", free)
+    template = sched.get("resourceclaimtemplate", "gpu")
+    template["metadata"] = {"name": "gpu", "namespace": free}
+    sched.cluster.apply(yaml.safe_dump(template))
+    pod = gpu_pod("too-big", 9)
+    pod["spec"]["nodeSelector"] = {POOL_LABEL: "e2e-sched-big"}
+    sched.cluster.kubectl("create", "-n", free, "-f", "-", stdin=yaml.safe_dump(pod))
+
+    def unschedulable() -> str:
+        out = sched.cluster.kubectl("get", "pod", "too-big", "-n", free, "-o", "json").stdout
+        conditions = json.loads(out).get("status", {}).get("conditions", [])
+        return next(
+            (
+                c["message"]
+                for c in conditions
+                if c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
+            ),
+            "",
+        )
+
+    assert "cannot allocate all claims" in eventually(unschedulable, timeout=60)
