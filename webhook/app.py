@@ -407,6 +407,11 @@ def _digest_id(text: str) -> str:
     return "uid-" + hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+def _client_cert(request: Request) -> bool:
+    tls = request.scope.get("extensions", {}).get("tls") or {}
+    return tls.get("client_cert_name") is not None
+
+
 def _json(status: int, document: Any) -> Response:
     return Response(orjson.dumps(document), status_code=status, media_type="application/json")
 
@@ -439,8 +444,14 @@ def create_app(
     metrics: Metrics | None = None,
     certs_ready: Callable[[], bool] = lambda: True,
     max_body_bytes: int = MAX_BODY_BYTES,
+    require_client_cert: bool = False,
 ) -> FastAPI:
-    """The webhook app over this cluster view and ledger (SPEC §6)."""
+    """The webhook app over this cluster view and ledger (SPEC §6).
+
+    With `require_client_cert`, /mutate and /validate answer only TLS peers that
+    presented a verified client certificate (the API server's, see
+    docs/operations.md): nobody else can make draquota hold quota.
+    """
     metrics = metrics or Metrics()
     metrics.watch(backend, ledger)
     admission = Admission(backend, ledger, settings, placer)
@@ -462,6 +473,15 @@ def create_app(
 
     async def handle(request: Request, endpoint: str) -> Response:
         started = time.perf_counter()
+        if require_client_cert and not _client_cert(request):
+            metrics.bad_requests.labels(endpoint, "403").inc()
+            return _json(
+                403,
+                {
+                    "error": "a client certificate signed by the configured CA is required",
+                    "code": 403,
+                },
+            )
         body = await _read_body(request, max_body_bytes)
         if isinstance(body, Response):
             metrics.bad_requests.labels(endpoint, str(body.status_code)).inc()

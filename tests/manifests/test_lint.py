@@ -250,7 +250,7 @@ def test_match_conditions_skip_only_updates_draquota_cannot_affect(
     resource = "deployments" if "template" in obj["spec"] else "pods"
     sub_resource = obj.get("subResource", "")
     if kind == "MutatingWebhookConfiguration" and resource == "pods" and operation == "UPDATE":
-        return  # its rules never send pod updates (see test_webhook_rules_cover_pods_and_pod_template_workloads)
+        return  # its rules never send pod updates (test_webhook_rules_cover_pods_and_...)
     request = {
         "operation": operation,
         "resource": {"resource": resource},

@@ -53,7 +53,7 @@ def _serve(log: Path, *args: str) -> subprocess.Popen[bytes]:
 
 
 class Server:
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, *extra: str) -> None:
         self.state = tmp / "state"
         self.state.mkdir()
         (self.state / "cluster.yaml").write_text(
@@ -67,7 +67,7 @@ class Server:
         self.process = _serve(
             self.log,
             "--state", str(self.state), "--cert-dir", str(self.certs),
-            "--host", "127.0.0.1", "--port", str(self.port), "--watch-interval", "0.2",
+            "--host", "127.0.0.1", "--port", str(self.port), "--watch-interval", "0.2", *extra,
         )  # fmt: skip
 
     def context(self) -> ssl.SSLContext:
