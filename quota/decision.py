@@ -84,7 +84,28 @@ class _Route:
 
 
 def _subject(workload: Workload) -> str:
-    return f"{workload.kind.lower()} {workload.namespace}/{workload.name}"
+    """How a denial names the object: a pod whose name a controller generates is named after
+    its owner, since `par4-` or `par4-x7k2p` means nothing to the user who made the Job."""
+    subject = f"{workload.kind.lower()} {workload.namespace}/{workload.name}"
+    metadata = workload.pod.get("metadata") or {}
+    generated = metadata.get("generateName")
+    if workload.kind != "Pod" or not isinstance(generated, str) or not generated:
+        return subject
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name or name == generated:
+        subject = f"pod {workload.namespace}/{generated}<generated>"
+    owners = metadata.get("ownerReferences")
+    owner = (
+        next(
+            (o for o in owners if isinstance(o, Mapping) and o.get("controller")),
+            None,
+        )
+        if isinstance(owners, list)
+        else None
+    )
+    if owner is None:
+        return f"{subject} (generated name)"
+    return f"{subject} of {owner.get('kind')} {workload.namespace}/{owner.get('name')}"
 
 
 def _queue_label(workload: Workload) -> str:

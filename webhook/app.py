@@ -195,6 +195,8 @@ class Admission:
             return _denial(decision), decision
         if req.kind == "Pod":
             patch = pod_patch(req.object or {}, decision)
+        elif req.kind == "Job" and req.operation == "UPDATE":
+            patch = []  # a Job's pod template is immutable once created
         else:
             patch = workload_patch(req.object or {}, req.kind)
         return Outcome(True, warnings=decision.warnings, patch=tuple(patch)), decision

@@ -306,3 +306,19 @@ def test_admitted_charge_round_trips_through_the_annotation() -> None:
     rebuilt = usage_from_pods(state, Settings(), time.time())
     assert rebuilt.charge_of("team-a/p") == decision.charge
     assert decision.queue_name == "default"
+
+
+def test_denial_of_a_generated_pod_names_its_owner() -> None:
+    pod, state = _small()
+    full = Usage({"x": Charge("a", "team-a/default", {"gpus": "default"}, {"gpus": 4})})
+    metadata = {
+        **pod["metadata"],
+        "generateName": "par4-",
+        "ownerReferences": [{"kind": "Job", "name": "par4", "controller": True}],
+    }
+    del metadata["name"]
+    at_mutation = decide({**pod, "metadata": metadata}, state, full, Settings())
+    assert at_mutation.message.startswith("pod team-a/par4-<generated> of Job team-a/par4 ")
+    named = {**pod, "metadata": {**metadata, "name": "par4-x7k2p"}}
+    at_validation = decide(named, state, full, Settings())
+    assert at_validation.message.startswith("pod team-a/par4-x7k2p of Job team-a/par4 exceeds")
