@@ -94,17 +94,16 @@ def _subject(workload: Workload) -> str:
     name = metadata.get("name")
     if not isinstance(name, str) or not name or name == generated:
         subject = f"pod {workload.namespace}/{generated}<generated>"
+    else:
+        subject = f"{subject} (generated name)"
     owners = metadata.get("ownerReferences")
     owner = (
-        next(
-            (o for o in owners if isinstance(o, Mapping) and o.get("controller")),
-            None,
-        )
+        next((o for o in owners if isinstance(o, Mapping) and o.get("controller")), None)
         if isinstance(owners, list)
         else None
     )
     if owner is None:
-        return f"{subject} (generated name)"
+        return subject
     return f"{subject} of {owner.get('kind')} {workload.namespace}/{owner.get('name')}"
 
 

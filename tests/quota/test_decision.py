@@ -321,4 +321,6 @@ def test_denial_of_a_generated_pod_names_its_owner() -> None:
     assert at_mutation.message.startswith("pod team-a/par4-<generated> of Job team-a/par4 ")
     named = {**pod, "metadata": {**metadata, "name": "par4-x7k2p"}}
     at_validation = decide(named, state, full, Settings())
-    assert at_validation.message.startswith("pod team-a/par4-x7k2p of Job team-a/par4 exceeds")
+    assert at_validation.message.startswith(
+        "pod team-a/par4-x7k2p (generated name) of Job team-a/par4 exceeds"
+    )
