@@ -11,7 +11,7 @@ import pytest
 import yaml
 from cel_expr_python import cel
 
-from tests.manifests.loader import MANIFESTS, NAMESPACE, load_docs, only
+from tests.manifests.loader import NAMESPACE, ROOT, load_docs, only
 
 WEBHOOK_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
 CLUSTER_SCOPED = {
@@ -426,7 +426,7 @@ def test_namespaced_objects_live_in_the_draquota_namespace() -> None:
 
 
 def _dockerfile() -> list[tuple[str, str]]:
-    text = (MANIFESTS.parent / "Dockerfile").read_text(encoding="utf-8")
+    text = (ROOT / "Dockerfile").read_text(encoding="utf-8")
     text = re.sub(r"\\\n", " ", text)
     lines = [line.strip() for line in text.splitlines()]
     return [
@@ -452,5 +452,5 @@ def test_image_runs_draquota_serve_in_cluster_as_a_numeric_non_root_user() -> No
 
 
 def test_dockerignore_keeps_keys_and_the_venv_out_of_the_image() -> None:
-    patterns = set(shlex.split((MANIFESTS.parent / ".dockerignore").read_text(), comments=True))
+    patterns = set(shlex.split((ROOT / ".dockerignore").read_text(), comments=True))
     assert {".venv", ".git", "**/*.key", "tests"} <= patterns
