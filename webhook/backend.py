@@ -260,16 +260,14 @@ class MemoryLedger:
     def _sync(self) -> None:
         self._pods.sync()
         now = self._clock()
-        reserved = self._pods.reserved()
-        for uid in [u for u in self._expiry if u not in reserved]:
-            del self._expiry[uid]  # its pod appeared
         while self._expiry:
             uid, expires = next(iter(self._expiry.items()))
-            if expires > now:
+            if self._pods.is_reserved(uid) and expires > now:
                 break
             del self._expiry[uid]
-            self._pods.unreserve(uid)
-            self._pods.set_record(uid, None)
-        gone = [uid for uid in self._pods.records() if self._pods.gone(uid)]
-        if gone:
-            self._pods.update_records(dict.fromkeys(gone))
+            if self._pods.is_reserved(uid):  # its pod never came
+                self._pods.unreserve(uid)
+                self._pods.set_record(uid, None)
+        departed = self._pods.drain_departed()
+        if departed:
+            self._pods.update_records(dict.fromkeys(departed))

@@ -62,6 +62,7 @@ class PodUsage:
         self._revisions: dict[str, int] = {}
         self._config_revision: tuple[int, ...] = ()
         self._reserved: dict[str, Charge] = {}  # uid -> charge of an admission whose pod is unseen
+        self._departed: list[str] = []  # uids of recorded pods that stopped holding quota
         self.unrecorded: set[str] = set()  # keys of managed live pods without a record
         self.rebuild()
 
@@ -90,6 +91,14 @@ class PodUsage:
     def reserved(self) -> dict[str, Charge]:
         """Reservations still counted on their own (their pods not seen yet)."""
         return dict(self._reserved)
+
+    def is_reserved(self, uid: str) -> bool:
+        return uid in self._reserved
+
+    def drain_departed(self) -> list[str]:
+        """UIDs of pods with a record that left or stopped holding quota since the last call."""
+        departed, self._departed = self._departed, []
+        return departed
 
     # -- updates -------------------------------------------------------------------
 
@@ -133,15 +142,20 @@ class PodUsage:
         self._forget_gone()
 
     def rebuild(self) -> None:
+        """Charge every pod again (queues or classes changed, or on start)."""
         self._config_revision = self._state.revision(*CONFIG_KINDS)
         for kind in ("Pod", *CLAIM_KINDS):
             self._revisions[kind] = self._state.revision(kind)[0]
+        current = {pod_key(pod): pod for pod in self._state.list("Pod")}
+        for key, old in self._pods.items():
+            uid = pod_uid(old)
+            if uid and (key not in current or pod_uid(current[key]) != uid):
+                self._left(uid)
         self.usage = IndexedUsage(self._reserved)
-        for key in list(self._pods):
-            self._forget(key)
-        self._releases = []
-        for pod in self._state.list("Pod"):
-            self._pod_changed(pod_key(pod), pod)
+        self._pods, self._uids, self._users = {}, {}, {}
+        self._releases, self.unrecorded = [], set()
+        for key, pod in current.items():
+            self._pod_changed(key, pod)
 
     # -- mechanics -----------------------------------------------------------------
 
@@ -178,7 +192,7 @@ class PodUsage:
     def _pod_changed(self, key: str, pod: Obj | None) -> None:
         if pod is not None and self._pods.get(key) is pod:
             return
-        self._forget(key)
+        self._forget(key, still=pod_uid(pod) if pod is not None else "")
         if pod is None:
             return
         self._pods[key] = pod
@@ -190,7 +204,8 @@ class PodUsage:
             self._users.setdefault(ref, set()).add(key)
         self._charge(key, pod)
 
-    def _forget(self, key: str) -> None:
+    def _forget(self, key: str, still: str = "") -> None:
+        """Drop a pod from the index (`still`: the UID of the pod that replaces it at once)."""
         old = self._pods.pop(key, None)
         if old is None:
             return
@@ -201,11 +216,16 @@ class PodUsage:
                 if not users:
                     del self._users[ref]
         uid = pod_uid(old)
-        if uid and self._uids.get(uid) == key:
+        if uid and uid != still and self._uids.get(uid) == key:
             del self._uids[uid]
-            self._gone[uid] = self._wall()
+            self._left(uid)
         self.usage.remove(key)
         self.unrecorded.discard(key)
+
+    def _left(self, uid: str) -> None:
+        self._gone[uid] = self._wall()
+        if uid in self._records:
+            self._departed.append(uid)
 
     def _charge(self, key: str, pod: Obj) -> None:
         uid, now = pod_uid(pod), self._wall()
@@ -218,6 +238,8 @@ class PodUsage:
         self.usage.remove(key)
         self.unrecorded.discard(key)
         if charge is None:
+            if record is not None:
+                self._departed.append(uid)
             return
         self.usage.add(key, charge)
         if uid:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import yaml
 
-from tests.manifests.loader import MANIFESTS, only
+from tests.manifests.loader import ROOT, only
 
-COMPONENT = MANIFESTS / "components" / "webhook-ingress"
+COMPONENT = ROOT / "manifests" / "components" / "webhook-ingress"
 
 
 def test_network_policy_admits_only_the_webhook_port_from_the_api_server() -> None:

@@ -271,3 +271,17 @@ def test_claim_changes_recharge_only_the_pods_using_them(monkeypatch: pytest.Mon
     state.upsert({**template, "metadata": {"name": "unused", "namespace": "team-a"}})
     assert ledger.usage().of(QUEUE) == {GPU: 100}
     assert charged == ["p-0"]
+
+
+def test_records_survive_a_recharge_of_every_pod() -> None:
+    state = cluster_state(gpus=2)
+    ledger = MemoryLedger(state, Settings())
+    obj = pod("a", templates=("one-gpu", "one-gpu"))
+    assert _admit(ledger, state, obj, "uid-a").allowed
+    state.upsert(_created(obj, "uid-a"))
+    queue = next(o for o in cluster_objects(gpus=4) if o["kind"] == "ClusterQueue")
+    state.upsert(queue)  # a queue change charges every pod again
+    template = next(o for o in cluster_objects() if o["kind"] == "ResourceClaimTemplate")
+    state.upsert({**template, "metadata": {**template["metadata"], "labels": {"x": "y"}}})
+    assert set(ledger.records()) == {"uid-a"}
+    assert ledger.usage().of(QUEUE) == {GPU: 2}

@@ -96,10 +96,12 @@ class ClusterLedger:
         self.conflicts = 0
         self._view_lock = threading.RLock()  # guards _pods, _records and the fields below
         self._pods = PodUsage(self.state, settings, wall)
-        self._records_revision: tuple[int, ...] = (-1,)
+        self._records_revision = -1
         self._records: dict[str, Reservation] = {}
-        self._parsed: dict[tuple[str, str], Charge | None] = {}
+        self._shards: dict[str, dict[str, Reservation]] = {}  # shard name -> uid -> entry
+        self._holders: dict[str, set[str]] = {}  # uid -> names of the shards holding it
         self._first_seen: dict[str, float] = {}  # uid -> when this replica first saw its record
+        self._waiting: dict[str, float] = {}  # first_seen of reservations, oldest first
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._reconciler = Periodic(
@@ -238,45 +240,67 @@ class ClusterLedger:
     def _sync(self) -> None:
         """Bring pod usage and records up to date (under the view lock)."""
         self._pods.sync()
-        revision = self.state.revision(QUOTA_LEDGER.kind)
+        revision = self.state.revision(QUOTA_LEDGER.kind)[0]
         if revision != self._records_revision:
+            self._load_records(self._records_revision)
             self._records_revision = revision
-            self._load_records()
-        for uid in list(self._pods.reserved()):
-            if self._expired(uid):
-                self._pods.unreserve(uid)
-
-    def _load_records(self) -> None:
-        """Records by UID from the cached shards (a later shard's entry replaces an earlier)."""
-        records: dict[str, Reservation] = {}
-        for shards in shards_of(self.state.list(QUOTA_LEDGER.kind)).values():
-            for shard in shards:
-                records.update((e.id, e) for e in shard.entries)
         now = self.clock()
-        changes: dict[str, Charge | None] = {}
-        for uid in self._records.keys() - records.keys():
-            changes[uid] = None
-            self._first_seen.pop(uid, None)
+        while self._waiting:  # oldest first: stop at the first one still in time
+            uid, seen = next(iter(self._waiting.items()))
+            if self._pods.is_reserved(uid) and now - seen <= self.settings.reservation_ttl_seconds:
+                break
+            del self._waiting[uid]
             self._pods.unreserve(uid)
-        for uid, entry in records.items():
+
+    def _load_records(self, since: int) -> None:
+        """Apply the shards changed since revision `since` (all of them after a relist)."""
+        changed = self.state.changed_since(QUOTA_LEDGER.kind, since)
+        if changed is None:  # first load, or a relist: compare every shard
+            names = set(self._shards)
+            names |= {str(o["metadata"]["name"]) for o in self.state.list(QUOTA_LEDGER.kind)}
+        else:
+            names = {name for (_, name) in changed}
+        touched: set[str] = set()
+        for name in names:
+            obj = self.state.get(QUOTA_LEDGER.kind, None, name)
+            fresh = {e.id: e for e in Shard.of(obj).entries} if obj is not None else {}
+            old = self._shards.pop(name, {})
+            if fresh:
+                self._shards[name] = fresh
+            for uid in old.keys() | fresh.keys():
+                if old.get(uid) != fresh.get(uid):
+                    touched.add(uid)
+                    holders = self._holders.setdefault(uid, set())
+                    (holders.add if uid in fresh else holders.discard)(name)
+        changes: dict[str, Charge | None] = {}
+        now = self.clock()
+        for uid in touched:
+            entry = self._winner(uid)
+            if entry is None:
+                self._holders.pop(uid, None)
+                self._records.pop(uid, None)
+                self._first_seen.pop(uid, None)
+                self._waiting.pop(uid, None)
+                self._pods.unreserve(uid)
+                changes[uid] = None
+                continue
             old = self._records.get(uid)
+            self._records[uid] = entry
             if old is not None and old.charge == entry.charge:
                 continue
-            charge = self._charge_of(entry)
+            charge = entry.parsed_charge()
             changes[uid] = charge
-            self._first_seen.setdefault(uid, now)
+            if uid not in self._first_seen:
+                self._first_seen[uid] = self._waiting[uid] = now
             if charge is not None and not self._expired(uid):
                 self._pods.reserve(uid, charge)
-        self._records = records
         self._pods.update_records(changes)
 
-    def _charge_of(self, entry: Reservation) -> Charge | None:
-        key = (entry.id, entry.charge)
-        if key not in self._parsed:
-            if len(self._parsed) > 4 * len(self._records) + 1024:
-                self._parsed.clear()
-            self._parsed[key] = entry.parsed_charge()
-        return self._parsed[key]
+    def _winner(self, uid: str) -> Reservation | None:
+        """The entry of the highest shard holding `uid` (a resize writes a newer one)."""
+        names = self._holders.get(uid) or set()
+        best = max(names, key=lambda n: Shard(n).index, default=None)
+        return self._shards[best][uid] if best is not None else None
 
     # -- mechanics -------------------------------------------------------------------
 
