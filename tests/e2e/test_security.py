@@ -200,3 +200,26 @@ def test_11_a_jobs_queue_label_reaches_its_pods(draquota_cluster: Draquota) -> N
     assert len(pods) == 2
     assert all(p["metadata"]["labels"][QUEUE_LABEL] == "lq" for p in pods)
     assert s.usage("main") == [2.0] * len(s.installed.replicas)
+
+
+def test_07_creating_a_name_that_exists_reserves_nothing(two_gpus: Scenario) -> None:
+    s = two_gpus
+    assert _create(s, gpu_pod("train", 1))[0]
+    for _ in range(20):
+        admitted, why = _create(s, gpu_pod("train", 1))
+        assert not admitted and ("AlreadyExists" in why or "already exists" in why), why
+    uid = s.get("pod", "train")["metadata"]["uid"]
+    assert [r["id"] for r in s.reservations()] == [uid]
+    assert _create(s, gpu_pod("other", 1))[0]
+
+
+def test_08_a_server_dry_run_records_nothing(two_gpus: Scenario) -> None:
+    s = two_gpus
+    for i in range(5):
+        out = s.cluster.kubectl(
+            "create", "-n", s.namespace, "--dry-run=server", "-f", "-",
+            stdin=yaml.safe_dump(gpu_pod(f"dry-{i}", 2)),
+        )  # fmt: skip
+        assert out.returncode == 0
+    assert s.reservations() == []
+    assert _create(s, gpu_pod("real", 2))[0]
