@@ -34,6 +34,7 @@ __all__ = [
     "Shard",
     "ledger_base",
     "ledger_object",
+    "shard_index",
     "shard_name",
     "shards_of",
 ]
@@ -85,8 +86,7 @@ class Shard:
 
     @property
     def index(self) -> int:
-        match = _SHARD.match(self.name)
-        return int(match.group("index")) if match else 0
+        return shard_index(self.name) or 0
 
     def size(self) -> int:
         return sum(entry.size() for entry in self.entries)
@@ -111,7 +111,14 @@ def _entry(raw: Any) -> Reservation | None:
     rid, queue, charge = raw.get("id"), raw.get("clusterQueue"), raw.get("charge")
     if not (isinstance(rid, str) and isinstance(queue, str) and isinstance(charge, str)):
         return None
-    return Reservation(rid, queue, str(raw.get("pod") or ""), charge)
+    return Reservation(rid, queue, str(raw.get("pod") or ""), charge, _epoch(raw.get("reservedAt")))
+
+
+def _epoch(value: Any) -> float:
+    try:
+        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
 
 
 def ledger_object(shard: Shard, entries: Sequence[Reservation], sealed: bool) -> dict[str, Any]:
@@ -142,6 +149,12 @@ def ledger_base(state: ClusterState, cluster_queue: str) -> str:
 
 def shard_name(base: str, index: int) -> str:
     return f"{base}-{index}"
+
+
+def shard_index(name: str) -> int | None:
+    """The index of a shard name, or None when `name` is not one."""
+    match = _SHARD.match(name)
+    return int(match.group("index")) if match else None
 
 
 def shards_of(objects: Iterable[Mapping[str, Any]]) -> dict[str, list[Shard]]:
