@@ -40,8 +40,9 @@ __all__ = [
 ]
 
 # A shard is sealed before its entries pass this many bytes of JSON: far below etcd's
-# request limit (1.5 MiB) and the 256 KiB a single object should stay under.
-SHARD_BYTES = 192 * 1024
+# request limit (1.5 MiB) and the 256 KiB a single object should stay under, and small
+# enough that the write each admission makes stays cheap (about 200 records).
+SHARD_BYTES = 48 * 1024
 
 _SHARD = re.compile(r"^(?P<base>(?:cohort|queue)-.+)-(?P<index>[0-9]{1,6})$")
 
