@@ -172,7 +172,7 @@ class ClusterLedger:
                     self.wall(),
                 )
                 entries = [e for e in shard.entries if e.id != uid]
-                full = sum(e.size() for e in entries) + entry.size() > self.options.shard_bytes
+                full = sum(e.size for e in entries) + entry.size > self.options.shard_bytes
                 try:
                     # written with the resourceVersion the decision saw: a 409 means it is stale
                     self._write(shard, entries if full else [*entries, entry], sealed=full)

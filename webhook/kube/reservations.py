@@ -18,6 +18,8 @@ shards only lose entries, which needs no serialisation: usage only drops.
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -65,9 +67,10 @@ class Reservation:
             out["reservedAt"] = at.isoformat(timespec="seconds").replace("+00:00", "Z")
         return out
 
+    @functools.cached_property
     def size(self) -> int:
-        """About how many bytes the entry takes in the object."""
-        return len(self.id) + len(self.cluster_queue) + len(self.pod) + len(self.charge) + 96
+        """How many bytes the entry takes in the object's JSON (with its separator)."""
+        return len(json.dumps(self.to_dict())) + 2
 
     def parsed_charge(self) -> Charge | None:
         try:
@@ -90,7 +93,7 @@ class Shard:
         return shard_index(self.name) or 0
 
     def size(self) -> int:
-        return sum(entry.size() for entry in self.entries)
+        return sum(entry.size for entry in self.entries)
 
     @classmethod
     def of(cls, obj: Mapping[str, Any]) -> Shard:
