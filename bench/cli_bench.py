@@ -55,7 +55,7 @@ MODES = ("libyaml", "pure")
 
 
 def build_inputs(work: Path, nodes: int, pods: int) -> tuple[Path, Path]:
-    """A YAML state dir of `nodes` nodes × 8 GPUs, and one YAML file of `pods` pods."""
+    """A YAML state dir of `nodes` nodes x 8 GPUs, and one YAML file of `pods` pods."""
     state = work / "cluster"
     state.mkdir(parents=True, exist_ok=True)
     dump = yaml.CSafeDumper if hasattr(yaml, "CSafeDumper") else yaml.SafeDumper
