@@ -1,11 +1,19 @@
-"""`draquota serve [--state DIR | --kubeconfig FILE | --in-cluster] [--config FILE]
-[--cert-dir DIR] [--host H] [--port P]`: the admission webhook over HTTPS (TLS only)."""
+"""Run the admission webhook over HTTPS (TLS only).
+
+  draquota serve --state DIR [--cert-dir DIR]                embedded: a directory of manifests
+  draquota serve --kubeconfig FILE --cert-dir DIR            a live cluster, from outside
+  draquota serve --in-cluster --cert-dir DIR                 in a pod (rotates its certificate)
+
+Serves POST /mutate and /validate (AdmissionReview v1), GET /healthz, /readyz, /metrics.
+"""
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import gc
 import logging
+import shutil
 import sys
 import tempfile
 from datetime import UTC, datetime
@@ -35,8 +43,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="tls.crt and tls.key (optionally ca.crt); draquota serves HTTPS only. Without it, "
         "--state mode makes a throwaway CA and certificate for localhost and logs where",
     )
-    parser.add_argument("--host", default="0.0.0.0", metavar="H")
-    parser.add_argument("--port", type=int, default=8443, metavar="P")
+    parser.add_argument(
+        "--host", default="0.0.0.0", metavar="H", help="address to listen on (default 0.0.0.0)"
+    )
+    parser.add_argument(
+        "--port", type=int, default=8443, metavar="P", help="port to listen on (default 8443)"
+    )
     parser.add_argument(
         "--watch-interval",
         type=float,
@@ -44,7 +56,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="how often --state DIR and the certificate files are checked for changes",
     )
-    parser.add_argument("--log-level", default="INFO", metavar="LEVEL")
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        type=str.upper,
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        metavar="LEVEL",
+        help="DEBUG, INFO, WARNING or ERROR (default INFO); logs are JSON lines on stderr",
+    )
 
 
 def _placer(backend: Backend) -> Any:
@@ -55,12 +74,14 @@ def _placer(backend: Backend) -> Any:
 
 
 def _local_cert_dir() -> Path:
-    """A throwaway CA and serving certificate for 127.0.0.1/localhost (embedded mode only)."""
+    """A throwaway CA and serving certificate for 127.0.0.1/localhost (embedded mode only),
+    removed when the process exits."""
     from certs.files import write_material
     from certs.rotation import issue
     from certs.serving import ServingSpec
 
     directory = Path(tempfile.mkdtemp(prefix="draquota-certs-"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
     spec = ServingSpec(dns_names=("localhost",), ips=("127.0.0.1", "::1"), days=7, ca_days=7)
     write_material(directory, issue(spec, datetime.now(UTC)))
     log.info("generated a local certificate", extra={"ca_file": str(directory / "ca.crt")})
@@ -117,13 +138,19 @@ def run(args: argparse.Namespace) -> int:
 
     configure_logging(args.log_level)
     settings = load_settings(args.config)
+    if args.state is not None and not args.state.is_dir():
+        print(f"draquota serve: --state {args.state}: not a directory", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    state_backend: Backend | None = None
+    if args.state is not None:  # read and check the manifests before making a certificate
+        state_backend = StateDirBackend(args.state, watch_interval=args.watch_interval)
     cert_dir = _cert_dir(args)
     if isinstance(cert_dir, str):
         print(f"draquota serve: {cert_dir}", file=sys.stderr)
         return EXIT_BAD_INPUT
     context, reloader = server_context(cert_dir, args.watch_interval)
-    if args.state is not None:
-        backend: Backend = StateDirBackend(args.state, watch_interval=args.watch_interval)
+    if state_backend is not None:
+        backend: Backend = state_backend
         ledger: Ledger = MemoryLedger(backend.state, settings)
     else:
         live = _live(args, settings)
