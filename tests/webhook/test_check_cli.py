@@ -46,7 +46,8 @@ def test_example_workloads_decided_in_order(capsys: pytest.CaptureFixture[str]) 
     ]
     # 3 GPUs of the running pods (shared claim once, forged annotation recomputed) + 1 + 2
     assert by_name["train-2"]["message"].endswith(
-        "insufficient unused quota for gpus (DeviceClass gpu.example.com) in flavor on-demand, 5 more needed "
+        "insufficient unused quota for gpus (DeviceClass gpu.example.com) in flavor on-demand, "
+        "5 more needed "
         "(requested 6, in use 6 of nominal 4, cohort research can lend 1)"
     )
     assert by_name["infer-0"]["charge"]["flavors"]["gpus"] == "spot"

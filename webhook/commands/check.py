@@ -198,12 +198,12 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress("check")
     inputs = [obj for _, objects in read_inputs(args, progress) for obj in objects]
     progress.done()
-    if not state.list("ResourceSlice") and settings.placement != "Off":
+    items = check_objects(inputs, state, settings, make_placer(state), usage)
+    if items and not state.list("ResourceSlice") and settings.placement != "Off":
         print(
             "draquota check: placement not checked: the cluster has no ResourceSlices",
             file=sys.stderr,
         )
-    items = check_objects(inputs, state, settings, make_placer(state), usage)
     table = queue_table(state, settings)
     for item in items:
         item["clusterQueue"] = None if item["reason"] == "NotManaged" else _queue_of(item, table)
