@@ -139,7 +139,7 @@ def test_allocate_example_workloads_each_pod_on_its_own(
 ) -> None:
     files = sorted(map(str, WORKLOADS.glob("*.yaml")))
     code, out, err = _run(capsys, "allocate", *files, "--state", str(STATE), "-o", "json")
-    assert code == 0
+    assert (code, err) == (0, "")
     items = json.loads(out)["items"]
     # Only the pod whose claim no node can host fails, with its own reason.
     failed = [(i["group"], i["reason"]) for i in items if not i["ok"]]
@@ -158,7 +158,7 @@ def test_check_of_an_invalid_queue_without_pods_exits_2(
     path = tmp_path / "q.yaml"
     path.write_text(yaml.safe_dump_all([_queue(-4), FLAVOR]))
     code, out, err = _run(capsys, "check", str(path))
-    assert code == 2
+    assert (code, out) == (2, "")
     assert err.startswith("draquota check: ClusterQueue q: ")
     assert "nominalQuota" in err
 
