@@ -25,9 +25,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 import urllib.error
 import urllib.request
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
