@@ -366,7 +366,7 @@ def test_serve_checks_the_state_dir_before_making_a_certificate(
     monkeypatch.setattr(tempfile, "tempdir", None)
     code, _, err = _run(capsys, "serve", "--state", str(tmp_path / "missing"))
     assert code == 2
-    assert err == f"draquota serve: --state {tmp_path / 'missing'}: not a directory\n"
+    assert err == f"draquota serve: --state {tmp_path / 'missing'}: no such file or directory\n"
     assert not list(tmp_path.glob("draquota-certs-*"))
 
 
@@ -378,3 +378,38 @@ def test_check_queue_column_names_the_cluster_queue(capsys: pytest.CaptureFixtur
     assert rows["sweep"] == "team-a"  # an admitted Job
     assert rows["nic-test"] == "team-b"
     assert rows["hello"] == "-"  # not managed
+
+
+def test_serve_removes_its_throwaway_certificate_on_exit(tmp_path: Path) -> None:
+    import os
+    import signal
+    import socket
+    import time
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "webhook.cli", "serve", "--state", str(STATE)]
+            + ["--host", "127.0.0.1", "--port", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "TMPDIR": str(tmp_path), "PYTHONUNBUFFERED": "1"},
+            cwd=ROOT,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # until it accepts connections
+            assert process.poll() is None, log.read_text()
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        (made,) = tmp_path.glob("draquota-certs-*")
+        assert (made / "ca.crt").is_file()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    assert not list(tmp_path.glob("draquota-certs-*"))

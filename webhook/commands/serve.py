@@ -14,6 +14,7 @@ import atexit
 import gc
 import logging
 import shutil
+import signal
 import sys
 import tempfile
 from datetime import UTC, datetime
@@ -136,14 +137,20 @@ def run(args: argparse.Namespace) -> int:
     from webhook.logs import configure_logging
     from webhook.serve import server_context, webhook_server
 
-    configure_logging(args.log_level)
     settings = load_settings(args.config)
     if args.state is not None and not args.state.is_dir():
-        print(f"draquota serve: --state {args.state}: not a directory", file=sys.stderr)
+        why = "not a directory" if args.state.exists() else "no such file or directory"
+        print(f"draquota serve: --state {args.state}: {why}", file=sys.stderr)
         return EXIT_BAD_INPUT
     state_backend: Backend | None = None
     if args.state is not None:  # read and check the manifests before making a certificate
         state_backend = StateDirBackend(args.state, watch_interval=args.watch_interval)
+    configure_logging(args.log_level)
+    if state_backend is not None and not state_backend.state.list("ResourceSlice"):
+        log.warning(
+            "placement not checked: the state directory has no ResourceSlices",
+            extra={"state": str(args.state), "placement": settings.placement},
+        )
     cert_dir = _cert_dir(args)
     if isinstance(cert_dir, str):
         print(f"draquota serve: {cert_dir}", file=sys.stderr)
@@ -165,5 +172,12 @@ def run(args: argparse.Namespace) -> int:
     gc.collect()
     gc.freeze()  # the loaded cluster view is long-lived: keep it out of every GC pass
     log.info("serving", extra={"host": args.host, "port": args.port, "cert_dir": str(cert_dir)})
+    # uvicorn shuts down on SIGTERM, then re-raises it with the handler it found: make
+    # that an ordinary exit, so that exit handlers (the throwaway certificate) run.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     server.run()
     return 0
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(0)
