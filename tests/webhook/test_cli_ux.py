@@ -380,6 +380,9 @@ def test_check_queue_column_names_the_cluster_queue(capsys: pytest.CaptureFixtur
     assert rows["hello"] == "-"  # not managed
 
 
+LOCAL = ("--host", "127.0.0.1", "--port")
+
+
 def test_serve_removes_its_throwaway_certificate_on_exit(tmp_path: Path) -> None:
     import os
     import signal
@@ -392,8 +395,16 @@ def test_serve_removes_its_throwaway_certificate_on_exit(tmp_path: Path) -> None
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "webhook.cli", "serve", "--state", str(STATE)]
-            + ["--host", "127.0.0.1", "--port", str(port)],
+            [
+                sys.executable,
+                "-m",
+                "webhook.cli",
+                "serve",
+                "--state",
+                str(STATE),
+                *LOCAL,
+                str(port),
+            ],
             stdout=out,
             stderr=subprocess.STDOUT,
             env={**os.environ, "TMPDIR": str(tmp_path), "PYTHONUNBUFFERED": "1"},
