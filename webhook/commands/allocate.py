@@ -100,7 +100,8 @@ def _groups(
             metadata = obj.get("metadata") or {}
             label = f"{str(obj['kind']).lower()}/{metadata.get('name') or '<unnamed>'}"
             groups.append((label, collect_claims([obj], state)))
-        rest = collect_claims([obj for obj in objects if obj not in workloads], state)
+        others = [obj for obj in objects if obj.get("kind") not in WORKLOAD_KINDS]
+        rest = collect_claims(others, state)
         referenced = {claim.key for _, claims in groups for _, claim in claims if claim.shared}
         rest = [(name, claim) for name, claim in rest if claim.key not in referenced]
         if rest:

@@ -88,16 +88,14 @@ def queue_status(state: ClusterState, usage: Usage, settings: Settings) -> list[
     items = []
     for name in names:
         queue = table.queues.get(name)
-        problems = table.invalid.get(name)
+        invalid = table.invalid.get(name)
+        # A queue that parsed has a list of rule problems; one that did not, its parse error.
+        problems = [] if invalid is None else invalid.split("; ") if queue else [invalid]
         item: dict[str, Any] = {
             "name": name,
             "cohort": queue.cohort if queue else None,
-            "active": problems is None,
-            "problems": problems.split("; ")
-            if problems and queue
-            else [problems]
-            if problems
-            else [],
+            "active": invalid is None,
+            "problems": problems,
             "flavors": [],
         }
         if queue is not None:
