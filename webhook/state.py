@@ -7,10 +7,11 @@ through the pure-Python loader; JSON through orjson. A file that is not UTF-8 te
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 import yaml
@@ -22,11 +23,11 @@ __all__ = [
     "MANIFEST_SUFFIXES",
     "STDIN",
     "YAML_LOADER",
+    "ReadProgress",
     "decode_text",
     "load_documents",
     "load_inputs",
     "load_state",
-    "manifest_files",
     "parse_yaml",
 ]
 
@@ -37,7 +38,13 @@ STDIN = Path("-")
 # pure-Python loader as its baseline.
 YAML_LOADER: type[Any] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-Progress = Callable[[Path, int], None]
+
+class ReadProgress(Protocol):
+    """Told how far reading has got: documents parsed so far in a file, a file finished."""
+
+    def reading(self, path: Path, documents: int) -> None: ...
+
+    def file_read(self, path: Path, objects: int) -> None: ...
 
 
 def decode_text(data: bytes, source: str) -> str:
@@ -52,10 +59,18 @@ def decode_text(data: bytes, source: str) -> str:
         ) from None
 
 
-def parse_yaml(text: str, source: str) -> list[Any]:
-    """Every document of a YAML stream; InvalidObject naming `source` when it does not parse."""
+def parse_yaml(text: str, source: str, tick: Callable[[int], None] | None = None) -> list[Any]:
+    """Every document of a YAML stream; InvalidObject naming `source` when it does not parse.
+
+    `tick(n)` is called after every 1000th document (progress of a large file).
+    """
+    documents: list[Any] = []
     try:
-        return list(yaml.load_all(text, Loader=YAML_LOADER))
+        for document in yaml.load_all(text, Loader=YAML_LOADER):
+            documents.append(document)
+            if tick is not None and len(documents) % 1000 == 0:
+                tick(len(documents))
+        return documents
     except yaml.YAMLError as exc:
         raise InvalidObject(source, "", f"invalid YAML: {exc}") from None
     except RecursionError:
@@ -68,7 +83,7 @@ def _read(path: Path) -> bytes:
     return path.read_bytes()
 
 
-def _documents_of(path: Path) -> list[Any]:
+def _documents_of(path: Path, tick: Callable[[int], None] | None) -> list[Any]:
     source = "standard input" if path == STDIN else str(path)
     data = _read(path)
     if path.suffix == ".json" or (path == STDIN and data.lstrip()[:1] in (b"{", b"[")):
@@ -77,7 +92,7 @@ def _documents_of(path: Path) -> list[Any]:
             return [orjson.loads(data)]
         except orjson.JSONDecodeError as exc:
             raise InvalidObject(source, "", f"invalid JSON: {exc}") from None
-    return parse_yaml(decode_text(data, source), source)
+    return parse_yaml(decode_text(data, source), source, tick)
 
 
 def _flatten(doc: Any, source: str) -> Iterator[Mapping[str, Any]]:
@@ -97,19 +112,21 @@ def _flatten(doc: Any, source: str) -> Iterator[Mapping[str, Any]]:
     yield doc
 
 
-def load_documents(path: Path) -> list[Mapping[str, Any]]:
+def load_documents(
+    path: Path, tick: Callable[[int], None] | None = None
+) -> list[Mapping[str, Any]]:
     """Every Kubernetes object in one file (multi-document YAML, JSON, `*List` kinds).
 
-    `-` reads standard input.
+    `-` reads standard input; `tick(n)` reports progress through a large YAML stream.
     """
     name = "standard input" if path == STDIN else str(path)
     objects: list[Mapping[str, Any]] = []
-    for index, doc in enumerate(_documents_of(path)):
+    for index, doc in enumerate(_documents_of(path, tick)):
         objects.extend(_flatten(doc, f"{name} (document {index + 1})"))
     return objects
 
 
-def manifest_files(root: Path, recursive: bool = True) -> list[Path]:
+def _manifest_files(root: Path, recursive: bool = True) -> list[Path]:
     """`root` itself when it is a file, else the manifests in it (and below, if `recursive`)."""
     if root == STDIN or root.is_file():
         return [root]
@@ -120,7 +137,7 @@ def manifest_files(root: Path, recursive: bool = True) -> list[Path]:
 
 
 def load_inputs(
-    roots: Sequence[Path], recursive: bool = False, progress: Progress | None = None
+    roots: Sequence[Path], recursive: bool = False, progress: ReadProgress | None = None
 ) -> list[tuple[Path, list[Mapping[str, Any]]]]:
     """(file, its objects) for every FILE argument: files, `-` and directories, like `kubectl -f`.
 
@@ -128,16 +145,19 @@ def load_inputs(
     """
     out: list[tuple[Path, list[Mapping[str, Any]]]] = []
     for root in roots:
-        files = manifest_files(root, recursive)
+        files = _manifest_files(root, recursive)
         found = 0
         for path in files:
-            objects = load_documents(path)
+            tick = None
+            if progress is not None:
+                tick = functools.partial(progress.reading, path)
+            objects = load_documents(path, tick)
             if root == path and not objects:
                 raise InvalidObject(_name(path), "", "no objects found (the file is empty)")
             found += len(objects)
             out.append((path, objects))
             if progress is not None:
-                progress(path, len(objects))
+                progress.file_read(path, len(objects))
         if not found:
             suffixes = ", ".join(MANIFEST_SUFFIXES)
             raise InvalidObject(_name(root), "", f"no objects found in {suffixes} files")
@@ -154,7 +174,7 @@ def load_state(*roots: Path) -> ClusterState:
     for root in roots:
         if not root.exists():
             raise InvalidObject(str(root), "", "no such file or directory")
-        for path in manifest_files(root):
+        for path in _manifest_files(root):
             for obj in load_documents(path):
                 state.upsert(obj)
     return state

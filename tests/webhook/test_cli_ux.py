@@ -424,3 +424,21 @@ def test_serve_removes_its_throwaway_certificate_on_exit(tmp_path: Path) -> None
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0
     assert not list(tmp_path.glob("draquota-certs-*"))
+
+
+def test_progress_is_told_how_far_a_large_file_has_been_read(tmp_path: Path) -> None:
+    from webhook.state import load_inputs
+
+    big = tmp_path / "big.yaml"
+    big.write_text("".join(f"---\nkind: Pod\nmetadata: {{name: p{i}}}\n" for i in range(2500)))
+    seen: list[tuple[str, int]] = []
+
+    class Recorder:
+        def reading(self, path: Path, documents: int) -> None:
+            seen.append(("reading", documents))
+
+        def file_read(self, path: Path, objects: int) -> None:
+            seen.append(("read", objects))
+
+    load_inputs([big], progress=Recorder())
+    assert seen == [("reading", 1000), ("reading", 2000), ("read", 2500)]

@@ -98,6 +98,9 @@ class Progress:
         self.files = 0
         self.objects = 0
 
+    def reading(self, path: Path, documents: int) -> None:
+        self.update(f"reading {path}: {documents} documents")
+
     def file_read(self, path: Path, objects: int) -> None:
         self.files += 1
         self.objects += objects
@@ -121,8 +124,7 @@ def read_inputs(
     args: argparse.Namespace, progress: Progress | None = None
 ) -> list[tuple[Path, list[Mapping[str, Any]]]]:
     """(file, objects) for FILE... (files, `-`, directories; -R to recurse)."""
-    callback = progress.file_read if progress is not None else None
-    return load_inputs(args.files, getattr(args, "recursive", False), callback)
+    return load_inputs(args.files, getattr(args, "recursive", False), progress)
 
 
 def inputs_and_state(

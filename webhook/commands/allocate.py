@@ -24,7 +24,13 @@ from quota.devices import claim_devices
 from quota.errors import InvalidObject, NotFound
 from quota.placement import Placement, place_claims
 from quota.workloads import WORKLOAD_KINDS, as_workload
-from webhook.commands._common import add_input_arguments, emit, output_format, read_inputs
+from webhook.commands._common import (
+    Progress,
+    add_input_arguments,
+    emit,
+    output_format,
+    read_inputs,
+)
 from webhook.state import STDIN, load_state
 
 __all__ = ["collect_claims", "configure", "run"]
@@ -140,7 +146,9 @@ def _devices(allocation: Mapping[str, Any] | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     state = load_state(args.state)
-    files = read_inputs(args)
+    progress = Progress("allocate")
+    files = read_inputs(args, progress)
+    progress.done()
     for _, objects in files:
         for obj in objects:
             state.upsert(obj)
