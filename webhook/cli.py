@@ -37,6 +37,16 @@ def _version() -> str:
         return "unknown"
 
 
+def _description(doc: str | None, help_text: str) -> str:
+    """A command's module docstring without a leading usage line (argparse prints usage)."""
+    text = (doc or "").strip()
+    if text.startswith("`draquota"):
+        first, _, rest = text.partition("\n")
+        summary = first.rsplit("`:", 1)[-1].strip(" .")
+        text = f"{summary[:1].upper()}{summary[1:]}.\n{rest}" if summary else rest
+    return text.strip() or help_text
+
+
 def parser() -> argparse.ArgumentParser:
     """The whole command line (also what `draquota completion` reads)."""
     root = argparse.ArgumentParser(
@@ -51,7 +61,7 @@ def parser() -> argparse.ArgumentParser:
         sub = subparsers.add_parser(
             name,
             help=help_text,
-            description=(module.__doc__ or help_text).strip(),
+            description=_description(module.__doc__, help_text),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.configure(sub)

@@ -1,4 +1,4 @@
-"""`draquota allocate FILE... --state DIR [--node NAME] [--together] [-o FORMAT]`.
+"""Place claims on nodes with the DRA allocator, as the scheduler would.
 
 The claims of one pod (or pod-template workload) are placed together, as the
 scheduler would: on one node (with `--node`, on that node), honouring devices

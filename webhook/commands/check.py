@@ -1,6 +1,6 @@
-"""`draquota check FILE... [--state DIR | --kubeconfig FILE] [--config FILE] [-o FORMAT]`.
+"""What-if admission decisions for pods and workloads, without a webhook.
 
-What-if admission decisions. Inputs are decided in order; every admitted pod
+Inputs are decided in order; every admitted pod
 counts against the next, on top of the live pods (and, with --kubeconfig, the
 reservations in flight) of the cluster. Claims, templates, queues and other
 objects among the inputs join the cluster view before anything is decided.

@@ -1,4 +1,4 @@
-"""`draquota count FILE... [-R] [--state DIR] [-o json|yaml|wide|name]`: devices per DeviceClass."""
+"""Devices per DeviceClass of claims, templates, pods and workloads (one pod of each)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`draquota status [--state DIR | --kubeconfig FILE] [-o json|yaml|wide|name]`: usage per queue.
+"""Quota and usage per ClusterQueue, flavor and resource, and whether each queue is valid.
 
 One row per ClusterQueue, flavor and resource: nominal quota, in use, borrowed
 from the cohort, and lendable (the unused quota cohort members can borrow from
