@@ -61,14 +61,15 @@ def extended_names(state: ClusterState) -> dict[str, str]:
     return cached[1]
 
 
-def pod_demand(workload: Workload, state: ClusterState) -> PodDemand:
-    """The demand of one pod of `workload`, with claims looked up in `state`.
+def pod_demand(workload: Workload, state: ClusterState, generated: bool = False) -> PodDemand:
+    """The demand of one pod of `workload`, with claims looked up in `state` (`generated`:
+    a live pod, charged for the claims generated for it; see `expand_pod_claims`).
 
     Errors name the original object and the field path inside it (for a Job,
     under `spec.template`).
     """
     try:
-        claims = expand_pod_claims(workload.pod, state, workload.ref)
+        claims = expand_pod_claims(workload.pod, state, workload.ref, generated)
         entries = {claim.entry for claim in claims}
         resources = pod_resources(workload.pod, workload.ref, extended_names(state), entries)
     except NotFound as exc:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,11 +23,12 @@ from typing import Any
 from quota.cluster import ClusterState
 from quota.decision import Decision, Placer, decide
 from quota.errors import InvalidObject
+from quota.livepods import usage_from_pods
 from quota.messages import format_amounts
 from quota.placement import make_placer
 from quota.queues import LocalQueue, QueueTable, parse_resource_flavor, queue_table
 from quota.settings import Settings
-from quota.usage import Usage, usage_from_pods
+from quota.usage import Usage
 from quota.workloads import WORKLOAD_KINDS
 from webhook.cli import EXIT_BAD_INPUT
 from webhook.commands._cluster import live_snapshot
@@ -101,7 +103,7 @@ def check_objects(
     for obj in inputs:
         if obj.get("kind") not in WORKLOAD_KINDS:
             state.upsert(obj)
-    usage = usage_from_pods(state, settings) if usage is None else usage.copy()
+    usage = usage_from_pods(state, settings, time.time()) if usage is None else usage.copy()
     items = []
     for obj in decided:
         decision = decide(obj, state, usage, settings, placer)
