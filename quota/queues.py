@@ -52,7 +52,7 @@ BORROW = "Borrow"
 TRY_NEXT_FLAVOR = "TryNextFlavor"
 DEVICE_CLASS_KIND = "DeviceClass"
 
-# The fields of each kind, as in manifests/crds (strict decoding: anything else is an
+# The fields of each kind, as in manifests/base/crds (strict decoding: anything else is an
 # error naming its path, where a live API server would prune it silently).
 _OBJECT: dict[str, Any] = {"apiVersion": None, "kind": None, "metadata": None, "status": None}
 _SELECTOR: Schema = {

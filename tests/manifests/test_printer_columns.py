@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
+CRDS = Path(__file__).resolve().parents[2] / "manifests" / "base" / "crds"
 FILTER = re.compile(r"\[[^\]]*\]")
 
 

@@ -22,7 +22,7 @@ from quota.queues import (
 from quota.settings import Settings
 from tests.quota.test_queues import _with
 
-CRDS = Path(__file__).resolve().parents[2] / "manifests" / "crds"
+CRDS = Path(__file__).resolve().parents[2] / "manifests" / "base" / "crds"
 
 
 @pytest.mark.parametrize(
