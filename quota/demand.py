@@ -70,7 +70,8 @@ def pod_demand(workload: Workload, state: ClusterState, generated: bool = False)
     """
     try:
         claims = expand_pod_claims(workload.pod, state, workload.ref, generated)
-        resources = pod_resources(workload.pod, workload.ref, extended_names(state))
+        entries = {claim.entry for claim in claims}
+        resources = pod_resources(workload.pod, workload.ref, extended_names(state), entries)
     except NotFound as exc:
         if workload.template_path:
             exc.referrer = exc.referrer.replace(": spec.", f": {workload.template_path}.spec.", 1)

@@ -9,7 +9,8 @@ placement: Enforce               # Enforce | Warn | Off
 reservationTTLSeconds: 60
 ```
 
-Keys the quota core does not know are left to the shell (logging, listen address, ...).
+Decoding is strict, like kubectl's field validation: an unknown key (a typo such as
+`unmappedDeviceClas`) is an error naming its path, never silently ignored.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from typing import Any
 
 from quota.claimspec import FieldReader
 from quota.errors import InvalidObject
+from quota.strict import Schema, reject_unknown_fields
 
 __all__ = [
+    "CONFIG_FIELDS",
     "PLACEMENT_MODES",
     "UNMAPPED_MODES",
     "DeviceClassMapping",
@@ -31,6 +34,14 @@ __all__ = [
 UNMAPPED_MODES = ("Deny", "Ignore")
 PLACEMENT_MODES = ("Enforce", "Warn", "Off")
 _REF = "config"
+_MAPPINGS = [{"name": None, "deviceClassNames": None}]
+CONFIG_FIELDS: Schema = {
+    "deviceClassMappings": _MAPPINGS,
+    "resources": {"deviceClassMappings": _MAPPINGS},
+    "unmappedDeviceClass": None,
+    "placement": None,
+    "reservationTTLSeconds": None,
+}
 
 
 @dataclass(frozen=True)
@@ -93,6 +104,7 @@ class Settings:
             return cls()
         if not isinstance(data, Mapping):
             raise InvalidObject(_REF, "", "must be a mapping")
+        reject_unknown_fields(_REF, data, CONFIG_FIELDS)
         reader = FieldReader(_REF)
         raw_mappings = data.get("deviceClassMappings")
         path = "deviceClassMappings"
