@@ -8,15 +8,29 @@ each class. A node whose free devices of some class cannot cover what the claims
 need at least is skipped without running the search, so the common case does not
 search every node.
 
+Before any search, a cheap pre-check per node asks of every request (each
+`firstAvailable` alternative in turn) whether the node has enough devices that
+match its class and its own selectors; a node that fails is never searched, so a
+pod with a request no device matches is answered without searching at all.
+
+Admission asks whether the claims can EVER be placed (`Placer.__call__`): on the
+published devices, ignoring current allocations, because devices free up and
+quota, not the webhook, shares them out. It first tries the devices free now; when
+that fails but an empty cluster would do, the answer is ok with `now=False` and a
+reason saying why not now. `Placer.place` (the allocate command) answers for now.
+
 Outcomes: `Placement(ok=True, node, allocations)`; `ok=False` with a reason
 that names the request that cannot be met and why; `ok=False, invalid=True` when
-the claims are invalid input (CEL error, unknown class, > 32 devices). Placement
-never raises for cluster content: malformed ResourceSlices and DeviceClasses are
-skipped and listed in `Placer.problems`.
+the claims are invalid input (CEL error, unknown class, > 32 devices);
+`ok=False, too_complex=True` when answering would need more than the work budget
+(search steps, CEL cost: `quota.allocator.budget`). Placement never raises for
+cluster content: malformed ResourceSlices and DeviceClasses are skipped and listed
+in `Placer.problems`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -24,7 +38,15 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from quota.allocator import AllocationError, DeviceID, InvalidPoolsError, allocate
+from quota.allocator import (
+    AllocationError,
+    Budget,
+    BudgetExceeded,
+    DeviceID,
+    InvalidPoolsError,
+    allocate,
+)
+from quota.allocator.budget import DEFAULT_CEL_COST, DEFAULT_SEARCH_STEPS
 from quota.allocator.cel import compile_selector
 from quota.allocator.devices import Device, Slice, parse_slice
 from quota.allocator.nodes import node_matches, selector_matches
@@ -32,7 +54,7 @@ from quota.allocator.pools import Pool, gather_pools
 from quota.allocator.search import SelectorMemo
 from quota.allocator.taintrules import apply_taint_rules, parse_taint_rule
 from quota.claims import PodClaim
-from quota.claimspec import ClaimSpec, ExactRequest
+from quota.claimspec import ClaimSpec, DeviceRequest, ExactRequest
 from quota.cluster import ClusterState
 from quota.deviceclasses import parse_device_class
 from quota.errors import DraquotaError
@@ -61,6 +83,14 @@ class Placement:
     allocations: tuple[Mapping[str, Any], ...]
     reason: str
     invalid: bool = False
+    too_complex: bool = False
+    now: bool = True  # ok on the devices free now; False: only once allocated ones are released
+    steps: int = 0  # search steps spent
+    cost: int = 0  # CEL cost spent
+
+
+# Per node, how many distinct request shapes the pre-check remembers (users choose selectors).
+_ENOUGH_CACHE = 512
 
 
 @dataclass
@@ -68,6 +98,14 @@ class _NodeView:
     node: Mapping[str, Any]
     pools: list[Pool]
     free: dict[str, int] = field(default_factory=dict)
+    enough: dict[tuple[Any, ...], bool] = field(default_factory=dict)
+    _devices: list[tuple[Device, Slice]] | None = None
+
+    @property
+    def devices(self) -> list[tuple[Device, Slice]]:
+        if self._devices is None:
+            self._devices = _devices(self.pools, self.node)
+        return self._devices
 
 
 class _Index:
@@ -133,7 +171,7 @@ class _Index:
                 if device_class is None
                 else sum(
                     1
-                    for d, s in _devices(view.pools, view.node)
+                    for d, s in view.devices
                     if d.id not in self.allocated.exclusive
                     and self.matches(d, device_class.selectors)
                 )
@@ -141,7 +179,10 @@ class _Index:
             view.free[class_name] = count
         return count
 
-    def matches(self, device: Device, selectors: Sequence[str | None]) -> bool:
+    def matches(
+        self, device: Device, selectors: Sequence[str | None], budget: Budget | None = None
+    ) -> bool:
+        """All selectors match (memoised per revision); CEL cost is spent from `budget`."""
         for expression in selectors:
             if expression is None:
                 return False
@@ -149,13 +190,48 @@ class _Index:
             known = self.memo.get(key)
             if known is None:
                 try:
-                    known = compile_selector(expression).matches(device.cel)
+                    known = compile_selector(expression).matches(device.cel, budget)
                 except AllocationError:
                     known = False  # the search reports the error itself
                 self.memo[key] = known
             if not known:
                 return False
         return True
+
+    def enough(
+        self,
+        view: _NodeView,
+        exact: ExactRequest,
+        allocated: Allocated,
+        budget: Budget,
+    ) -> bool:
+        """Whether the node has as many devices matching the request's class and selectors
+        as it needs (allocated ones excluded unless admin access): a bound, not a search."""
+        device_class = self.classes.get(exact.device_class_name)
+        if device_class is None:
+            return False
+        need = 1 if exact.allocation_mode == "All" else exact.count
+        busy = frozenset() if exact.admin_access else allocated.exclusive
+        # Cached for the two views every admission uses: no allocations, or the index's.
+        which = "none" if not busy else "index" if busy is self.allocated.exclusive else ""
+        key = (exact.device_class_name, tuple(exact.selectors), need, which)
+        known = view.enough.get(key) if which else None
+        if known is not None:
+            return known
+        selectors = (*device_class.selectors, *exact.selectors)
+        found = 0
+        for device, _ in view.devices:
+            if device.id in busy or not self.matches(device, selectors, budget):
+                continue
+            found += 1
+            if found >= need:
+                break
+        result = found >= need
+        if which:
+            if len(view.enough) >= _ENOUGH_CACHE:
+                view.enough.clear()
+            view.enough[key] = result
+        return result
 
 
 def _devices(pools: Sequence[Pool], node: Mapping[str, Any]) -> list[tuple[Device, Slice]]:
@@ -228,29 +304,37 @@ def _labels_match(node: Mapping[str, Any], labels: Mapping[str, str] | None) -> 
 
 
 def _minimum_per_class(specs: Sequence[ClaimSpec]) -> dict[str, int]:
-    """Devices per class that any placement needs at least (exclusive, non-admin requests)."""
+    """Devices per class that any placement needs at least (exclusive, non-admin requests;
+    a `firstAvailable` request whose alternatives all ask one class needs their minimum)."""
     need: dict[str, int] = {}
     for spec in specs:
         for request in spec.requests:
-            exact = request.exactly
-            if exact is None or exact.admin_access:
+            alternatives = _alternatives(request)
+            classes = {a.device_class_name for a in alternatives}
+            if len(classes) != 1 or any(a.admin_access for a in alternatives):
                 continue
-            n = 1 if exact.allocation_mode == "All" else exact.count
-            need[exact.device_class_name] = need.get(exact.device_class_name, 0) + n
+            n = min(1 if a.allocation_mode == "All" else a.count for a in alternatives)
+            cls = classes.pop()
+            need[cls] = need.get(cls, 0) + n
     return need
 
 
 class Placer:
     """Places the claims of pods on the cluster view; cached per revision, thread-safe.
 
-    `allow_when_busy`: when devices already allocated block every node but the
-    claims would fit on an otherwise empty cluster, answer ok (node None) instead
-    of "cannot be placed" — admission judges possibility, the scheduler timing.
+    `steps` and `cel_cost` are the work budget of one placement question
+    (`quota.allocator.budget`).
     """
 
-    def __init__(self, state: ClusterState, allow_when_busy: bool = False) -> None:
+    def __init__(
+        self,
+        state: ClusterState,
+        steps: int = DEFAULT_SEARCH_STEPS,
+        cel_cost: int = DEFAULT_CEL_COST,
+    ) -> None:
         self.state = state
-        self.allow_when_busy = allow_when_busy
+        self.steps = steps
+        self.cel_cost = cel_cost
         self._index: _Index | None = None
         self._lock = threading.Lock()
 
@@ -266,15 +350,22 @@ class Placer:
         """Cluster objects skipped because they are malformed."""
         return list(self.index().problems)
 
+    def budget(self) -> Budget:
+        """A fresh budget for one placement question."""
+        return Budget(steps=self.steps, cel_cost=self.cel_cost)
+
     def __call__(
         self, claims: Sequence[PodClaim], node_labels: Mapping[str, str] | None = None
     ) -> Placement:
-        """Admission's question: can these claims be placed? A view that publishes no
-        ResourceSlice at all (a quota-only --state directory) cannot judge placement,
-        so it does not deny: quota is still enforced."""
-        if not self.index().slices:
+        """Admission's question: can these claims EVER be placed (on the published devices,
+        ignoring allocations)? `now=False` when not on the devices free right now. A view
+        that publishes no ResourceSlice at all (a quota-only --state directory) cannot
+        judge placement, so it does not deny: quota is still enforced."""
+        index = self.index()
+        if not index.slices:
             return Placement(True, None, (), NO_SLICES)
-        return self.place(claims, node_labels)
+        with index.lock:
+            return _place(index, claims, node_labels, None, self.budget(), ever=True)
 
     def place(
         self,
@@ -282,10 +373,11 @@ class Placer:
         node_labels: Mapping[str, str] | None = None,
         node: str | None = None,
     ) -> Placement:
-        """Place all claims together on one node (matching `node_labels`, or named `node`)."""
+        """Place all claims together on one node (matching `node_labels`, or named `node`),
+        on the devices free now."""
         index = self.index()
         with index.lock:
-            return _place(index, claims, node_labels, node, self.allow_when_busy)
+            return _place(index, claims, node_labels, node, self.budget(), ever=False)
 
 
 def _place(
@@ -293,7 +385,8 @@ def _place(
     claims: Sequence[PodClaim],
     node_labels: Mapping[str, str] | None,
     node_name: str | None,
-    allow_when_busy: bool,
+    budget: Budget,
+    ever: bool,
 ) -> Placement:
     fixed = [c for c in claims if c.allocation]
     todo = [c for c in claims if not c.allocation]
@@ -319,21 +412,31 @@ def _place(
     allocated = index.allocated
     if any(_claim_key(c) in own for c in index.claims):
         allocated = _allocated([c for c in index.claims if _claim_key(c) not in own])
+
+    def spent(placement: Placement) -> Placement:
+        return dataclasses.replace(placement, steps=budget.used_steps, cost=budget.used_cost)
+
     try:
-        found, invalid = _search(index, nodes, specs, names, allocated)
-        if found is None and allow_when_busy and allocated:
-            busy, _ = _search(index, nodes, specs, names, Allocated())
-            if busy is not None:
-                return Placement(True, None, (), "fits once allocated devices are released")
+        found, invalid = _search(index, nodes, specs, names, allocated, budget)
+        if found is not None:
+            name, results = found
+            return spent(Placement(True, name, _merge(claims, results), ""))
+        judged = allocated
+        if ever and allocated:
+            someday, _ = _search(index, nodes, specs, names, Allocated(), budget)
+            if someday is not None:
+                why = _diagnose(index, nodes, todo, allocated, budget)
+                reason = f"not on the devices free right now: {why}"
+                return spent(Placement(True, None, (), reason, now=False))
+            judged = Allocated()
+        reason = _diagnose(index, nodes, todo, judged, budget)
     except AllocationError as exc:
-        return Placement(False, None, (), str(exc), invalid=True)
-    if found is not None:
-        name, results = found
-        return Placement(True, name, _merge(claims, results), "")
-    reason = _diagnose(index, nodes, todo, allocated)
+        return spent(Placement(False, None, (), str(exc), invalid=True))
+    except BudgetExceeded as exc:
+        return spent(Placement(False, None, (), str(exc), too_complex=True))
     if invalid:
         reason += f"; {invalid}"
-    return Placement(False, None, (), reason)
+    return spent(Placement(False, None, (), reason))
 
 
 def _fits_allocation(node: Mapping[str, Any], allocation: Mapping[str, Any] | None) -> bool:
@@ -357,11 +460,20 @@ def _search(
     specs: Sequence[ClaimSpec],
     names: Sequence[str],
     allocated: Allocated,
+    budget: Budget,
 ) -> tuple[tuple[str, list[dict[str, Any]]] | None, str]:
     """The first node (in name order) where the claims fit, or None and any invalid-pool text."""
     # Invalid input (unknown class, bad CEL, > 32 devices) must surface even when every node
     # is skipped below: validate against no devices first.
-    allocate(specs, None, classes=index.classes, claim_names=names, pools=(), memo=index.memo)
+    allocate(
+        specs,
+        None,
+        classes=index.classes,
+        claim_names=names,
+        pools=(),
+        memo=index.memo,
+        budget=budget,
+    )
     need = _minimum_per_class(specs)
     invalid = ""
     for node in nodes:
@@ -370,6 +482,8 @@ def _search(
         if allocated is index.allocated and any(
             index.free(view, cls) < n for cls, n in need.items()
         ):
+            continue
+        if not _requests_can_be_met(index, view, specs, allocated, budget):
             continue
         try:
             results = allocate(
@@ -382,6 +496,7 @@ def _search(
                 claim_names=names,
                 pools=view.pools,
                 memo=index.memo,
+                budget=budget,
             )
         except InvalidPoolsError as exc:
             invalid = invalid or str(exc)  # node-local: other nodes may still do
@@ -391,11 +506,33 @@ def _search(
     return None, invalid
 
 
+def _alternatives(request: DeviceRequest) -> list[ExactRequest]:
+    if request.exactly is not None:
+        return [request.exactly]
+    return [sub.exact for sub in request.first_available]
+
+
+def _requests_can_be_met(
+    index: _Index,
+    view: _NodeView,
+    specs: Sequence[ClaimSpec],
+    allocated: Allocated,
+    budget: Budget,
+) -> bool:
+    """The pre-check: every request has an alternative with enough matching devices here."""
+    return all(
+        any(index.enough(view, exact, allocated, budget) for exact in _alternatives(request))
+        for spec in specs
+        for request in spec.requests
+    )
+
+
 def _diagnose(
     index: _Index,
     nodes: Sequence[Mapping[str, Any]],
     claims: Sequence[PodClaim],
     allocated: Allocated,
+    budget: Budget,
 ) -> str:
     """Name the first request no node can meet on its own, with the best any node offers."""
     for claim in claims:
@@ -410,7 +547,10 @@ def _diagnose(
                 attribute = _matched_attribute(claim.spec, request.name, label)
                 need = 1 if exact.allocation_mode == "All" else exact.count
                 best = max(
-                    (_offer(index, index.view(n), exact, attribute, allocated) for n in nodes),
+                    (
+                        _offer(index, index.view(n), exact, attribute, allocated, budget)
+                        for n in nodes
+                    ),
                     default=0,
                 )
                 if best >= need:
@@ -455,15 +595,16 @@ def _offer(
     exact: ExactRequest,
     attribute: str | None,
     allocated: Allocated,
+    budget: Budget,
 ) -> int:
     device_class = index.classes.get(exact.device_class_name)
     if device_class is None:
         return 0
     groups: dict[Any, int] = {}
-    for device, _ in _devices(view.pools, view.node):
+    for device, _ in view.devices:
         if not exact.admin_access and device.id in allocated.exclusive:
             continue
-        if not index.matches(device, (*device_class.selectors, *exact.selectors)):
+        if not index.matches(device, (*device_class.selectors, *exact.selectors), budget):
             continue
         key: Any = None
         if attribute:
@@ -479,9 +620,11 @@ _PLACERS: weakref.WeakKeyDictionary[ClusterState, Placer] = weakref.WeakKeyDicti
 _PLACERS_LOCK = threading.Lock()
 
 
-def make_placer(state: ClusterState, allow_when_busy: bool = False) -> Placer:
+def make_placer(
+    state: ClusterState, steps: int = DEFAULT_SEARCH_STEPS, cel_cost: int = DEFAULT_CEL_COST
+) -> Placer:
     """A placer for admission: `placer(claims, node_labels)` -> Placement (cached indexes)."""
-    return Placer(state, allow_when_busy)
+    return Placer(state, steps, cel_cost)
 
 
 def place_claims(

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from quota.allocator.budget import Budget
 from quota.allocator.capacity import CapacityLedger, Consumption, consumption, requested_capacity
 from quota.allocator.cel import Selector, compile_selector
 from quota.allocator.constraints import ClaimConstraint, build_constraints
@@ -106,6 +107,7 @@ class Search:
     selected: dict[tuple[int, int], int] = field(default_factory=dict)
     results: list[list[Pick]] = field(default_factory=list)
     steps: int = 0
+    budget: Budget = field(default_factory=Budget)
 
     def __post_init__(self) -> None:
         self.counters = CounterLedger(self.allocated, self.shared_allocated)
@@ -246,7 +248,7 @@ class Search:
         key = (selector.expression, id(device))
         known = self.memo.get(key)
         if known is None:
-            known = self.memo[key] = selector.matches(device.cel)
+            known = self.memo[key] = selector.matches(device.cel, self.budget)
         return known
 
     def _in_use(self, request: Request, device: Device) -> bool:
@@ -334,6 +336,7 @@ class Search:
 
     def _one(self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: int) -> bool:
         self.steps += 1
+        self.budget.step()
         if ci == len(self.claims):
             return True
         if ri == len(self.requests[ci]):

@@ -1,0 +1,68 @@
+"""Deterministic work budgets of one placement question: search steps and CEL cost.
+
+Admission must answer every pod quickly, so the work one question may cause is
+counted, never timed: the depth-first search spends one step per call of its
+recursive step (the upstream allocator's `allocateOne` invocations), and every
+CEL evaluation spends its estimated cost (`quota.allocator.celcost`) before it
+runs. Counting makes the outcome reproducible: the same claims on the same
+cluster always run out at the same point, on any machine and under any load.
+
+Running out is its own outcome, `BudgetExceeded`: not "cannot be placed" (no
+answer was found either way) and not invalid input (the claims are well formed;
+they are too complex for admission to check).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from quota.allocator.errors import BudgetExceeded
+
+__all__ = [
+    "DEFAULT_CEL_COST",
+    "DEFAULT_SEARCH_STEPS",
+    "EVALUATION_COST_LIMIT",
+    "Budget",
+]
+
+# Search steps of one placement question, across all nodes tried. An ordinary pod
+# needs a few steps per claim and device; 1000 nodes x 8 devices with one node to
+# search costs well under 100. Enough for real backtracking, bounded to tens of ms.
+DEFAULT_SEARCH_STEPS = 20_000
+# The API server's limit for one DRA selector (resourceapi.CELSelectorExpressionMaxCost).
+EVALUATION_COST_LIMIT = 1_000_000
+# CEL cost of one placement question, across all evaluations (memoised results are free).
+DEFAULT_CEL_COST = 5_000_000
+
+
+@dataclass
+class Budget:
+    """Steps and CEL cost left for one placement question; not thread-safe (one per question)."""
+
+    steps: int = DEFAULT_SEARCH_STEPS
+    cel_cost: int = DEFAULT_CEL_COST
+    evaluation_cost: int = EVALUATION_COST_LIMIT
+    used_steps: int = 0
+    used_cost: int = 0
+
+    def step(self, claim: str = "", request: str = "") -> None:
+        """Spend one search step; BudgetExceeded once more than `steps` were spent."""
+        self.used_steps += 1
+        if self.used_steps > self.steps:
+            raise BudgetExceeded("steps", self.used_steps, self.steps, claim, request)
+
+    def evaluate(self, static_cost: int, cost: int, expression: str) -> None:
+        """Spend the estimated `cost` of one CEL evaluation before it runs; an expression
+        whose `static_cost` (for any device) is above the per-evaluation limit never runs."""
+        if static_cost > self.evaluation_cost:
+            raise BudgetExceeded(
+                "cel-evaluation", static_cost, self.evaluation_cost, expression=expression
+            )
+        self.used_cost += cost
+        if self.used_cost > self.cel_cost:
+            raise BudgetExceeded("cel", self.used_cost, self.cel_cost, expression=expression)
+
+
+def unlimited() -> Budget:
+    """A budget nothing exhausts in practice (offline tools that may take their time)."""
+    return Budget(steps=2**62, cel_cost=2**62, evaluation_cost=2**62)
