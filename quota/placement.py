@@ -17,7 +17,8 @@ Admission asks whether the claims can EVER be placed (`Placer.__call__`): on the
 published devices, ignoring current allocations, because devices free up and
 quota, not the webhook, shares them out. It first tries the devices free now; when
 that fails but an empty cluster would do, the answer is ok with `now=False` and a
-reason saying why not now. `Placer.place` (the allocate command) answers for now.
+reason saying why not now (the request the free devices cannot meet). `Placer.place`
+(the allocate command) answers for now.
 
 Outcomes: `Placement(ok=True, node, allocations)`; `ok=False` with a reason
 that names the request that cannot be met and why; `ok=False, invalid=True` when
@@ -426,8 +427,7 @@ def _place(
             someday, _ = _search(index, nodes, specs, names, Allocated(), budget)
             if someday is not None:
                 why = _diagnose(index, nodes, todo, allocated, budget)
-                reason = f"not on the devices free right now: {why}"
-                return spent(Placement(True, None, (), reason, now=False))
+                return spent(Placement(True, None, (), why, now=False))
             judged = Allocated()
         reason = _diagnose(index, nodes, todo, judged, budget)
     except AllocationError as exc:
