@@ -134,10 +134,9 @@ def _parse(value: object) -> Decimal:
     if isinstance(value, bool):
         raise ValueError("a boolean")
     if isinstance(value, Decimal):
+        # Already parsed (a sum of parsed amounts): callers clamp, so no range check here.
         if not value.is_finite():
             raise ValueError("not finite")
-        if abs(value) > _BOUND:
-            raise _OutOfRange(value < 0)
         return value
     if isinstance(value, int):
         if abs(value) > INT64_MAX:
