@@ -546,13 +546,13 @@ def _diagnose(
             for label, exact in alternatives:
                 attribute = _matched_attribute(claim.spec, request.name, label)
                 need = 1 if exact.allocation_mode == "All" else exact.count
-                best = max(
-                    (
-                        _offer(index, index.view(n), exact, attribute, allocated, budget)
-                        for n in nodes
-                    ),
-                    default=0,
-                )
+                best = 0
+                for n in nodes:  # stop at the first node that offers enough
+                    best = max(
+                        best, _offer(index, index.view(n), exact, attribute, allocated, budget)
+                    )
+                    if best >= need:
+                        break
                 if best >= need:
                     worst = None
                     break
