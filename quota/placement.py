@@ -100,6 +100,7 @@ class _NodeView:
     pools: list[Pool]
     free: dict[str, int] = field(default_factory=dict)
     enough: dict[tuple[Any, ...], bool] = field(default_factory=dict)
+    signatures: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     _devices: list[tuple[Device, Slice]] | None = None
 
     @property
@@ -233,6 +234,41 @@ class _Index:
                 view.enough.clear()
             view.enough[key] = result
         return result
+
+
+def _signature(view: _NodeView, allocated: Allocated) -> tuple[Any, ...]:
+    """What a search on this node depends on, without the node's own name.
+
+    Nodes with equal signatures give the same answer to the same claims (their pools
+    differ only in names), so one failed search answers for all of them: a cluster of
+    a thousand identical nodes is searched once, not a thousand times. Shared slices
+    count by identity, node-local ones by content (device repr without pool and node
+    name, and whether it is allocated); node labels count when devices select nodes.
+    """
+    parts: list[Any] = []
+    for pool in view.pools:
+        if pool.incomplete or pool.invalid:
+            parts.append(("pool", pool.ref))  # never equal to another node's
+            continue
+        for s in pool.slices:
+            if not s.node_name or s.shared_counters:
+                parts.append(("shared", id(s)))
+                if s.per_device_node_selection:  # its devices pick nodes by name
+                    parts.append(("node", (view.node.get("metadata") or {}).get("name")))
+                continue
+            if s.per_device_node_selection:
+                parts.append(("labels", repr((view.node.get("metadata") or {}).get("labels"))))
+            devices = tuple(
+                (
+                    repr(dataclasses.replace(d, pool="", node_name="")),
+                    d.id in allocated.exclusive,
+                    d.id in allocated.shared,
+                    repr(allocated.capacity.get(d.id)),
+                )
+                for d in s.devices
+            )
+            parts.append((s.driver, s.name.replace(s.node_name, ""), devices))
+    return tuple(parts)
 
 
 def _devices(pools: Sequence[Pool], node: Mapping[str, Any]) -> list[tuple[Device, Slice]]:
@@ -476,6 +512,8 @@ def _search(
     )
     need = _minimum_per_class(specs)
     invalid = ""
+    which = "none" if not allocated else "index" if allocated is index.allocated else ""
+    failed: set[tuple[Any, ...]] = set()
     for node in nodes:
         view = index.view(node)
         # Free counts exclude every allocated device, so they only bound the current view.
@@ -485,6 +523,13 @@ def _search(
             continue
         if not _requests_can_be_met(index, view, specs, allocated, budget):
             continue
+        signature: tuple[Any, ...] | None = None
+        if which:
+            signature = view.signatures.get(which)
+            if signature is None:
+                signature = view.signatures[which] = _signature(view, allocated)
+            if signature in failed:
+                continue  # a node just like one where the claims did not fit
         try:
             results = allocate(
                 specs,
@@ -503,6 +548,8 @@ def _search(
             continue
         if results is not None:
             return (str((node.get("metadata") or {}).get("name")), results), invalid
+        if signature is not None:
+            failed.add(signature)
     return None, invalid
 
 

@@ -25,10 +25,11 @@ __all__ = [
     "Budget",
 ]
 
-# Search steps of one placement question, across all nodes tried. An ordinary pod
-# needs a few steps per claim and device; 1000 nodes x 8 devices with one node to
-# search costs well under 100. Enough for real backtracking, bounded to tens of ms.
-DEFAULT_SEARCH_STEPS = 20_000
+# Search steps of one placement question, across all nodes tried (nodes identical to
+# one already searched are not searched again). An ordinary pod needs a few steps per
+# claim and device; the upstream shared test table's largest case needs 26. A step
+# costs about 5-10 us, so the budget bounds one question to well under 100 ms.
+DEFAULT_SEARCH_STEPS = 10_000
 # The API server's limit for one DRA selector (resourceapi.CELSelectorExpressionMaxCost).
 EVALUATION_COST_LIMIT = 1_000_000
 # CEL cost of one placement question, across all evaluations (memoised results are free).

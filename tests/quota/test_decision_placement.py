@@ -32,7 +32,7 @@ SCENARIO = {
 }
 BUSY = "request gpu of claim devices: needs 1 device of class gpu.example.com; no node offers any"
 COMPLEX = (
-    "too complex to check: the device search took more than 20000 steps: use fewer "
+    "too complex to check: the device search took more than 10000 steps: use fewer "
     "firstAvailable alternatives"
 )
 
