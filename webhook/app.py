@@ -56,8 +56,8 @@ class CachedPlacer:
     A placement depends on the claims and the cluster's devices, never on quota
     usage (admitted pods hold quota, not devices), so pods stamped from the same
     templates — every replica of a Job or Deployment — share one answer per
-    revision of PLACEMENT_KINDS. The cache is dropped whole on a new revision
-    and bounded in size.
+    revision of PLACEMENT_KINDS, whatever they name their claim entries. The cache
+    is dropped whole on a new revision and bounded in size.
     """
 
     def __init__(self, placer: Placer, state: ClusterState, size: int = 4096) -> None:
@@ -72,8 +72,13 @@ class CachedPlacer:
         self, claims: Sequence[PodClaim], node_labels: Mapping[str, str] | None
     ) -> PlacementLike:
         revision = self.state.revision(*PLACEMENT_KINDS)
+        # Keyed by what the claims are (their template or claim), not by the pod's entry
+        # names: pods cannot vary a key (and evict others) without new cluster objects.
         key = (
-            tuple((c.namespace, c.entry, c.template, c.claim) for c in claims),
+            tuple(
+                (c.namespace, c.template, c.claim) if c.template or c.claim else (c.entry,)
+                for c in claims
+            ),
             tuple(sorted(node_labels.items())) if node_labels is not None else None,
         )
         cache = self._cache
