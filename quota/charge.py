@@ -33,20 +33,23 @@ class FlavorResource(NamedTuple):
 MAX_ANNOTATION_BYTES = 256 * 1024
 # The record is an object of objects of objects (sharedClaims -> claim -> amounts).
 MAX_ANNOTATION_DEPTH = 4
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_BRACKET = re.compile(r"[\[\]{}]")
+# A JSON string (skipped whole) or one bracket; scanning stops once too deep.
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 
-def _nesting(text: str) -> int:
-    """How deep JSON arrays/objects nest in `text` (strings skipped); linear, no recursion."""
-    depth = deepest = 0
-    for match in _BRACKET.finditer(_STRING.sub("", text)):
-        if match.group() in "[{":
+def _too_deep(text: str, limit: int) -> bool:
+    """Whether JSON arrays/objects nest deeper than `limit` in `text`; linear, no recursion,
+    and it stops at the first bracket past the limit."""
+    depth = 0
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if token in ("[", "{"):
             depth += 1
-            deepest = max(deepest, depth)
-        else:
+            if depth > limit:
+                return True
+        elif token in ("]", "}"):
             depth -= 1
-    return deepest
+    return False
 
 
 def _bounded_int(digits: str) -> int:
@@ -131,7 +134,7 @@ class Charge:
             raise InvalidObject(
                 ref, path, f"{len(text)} characters long, at most {MAX_ANNOTATION_BYTES}"
             )
-        if isinstance(text, str) and _nesting(text) > MAX_ANNOTATION_DEPTH:
+        if isinstance(text, str) and _too_deep(text, MAX_ANNOTATION_DEPTH):
             raise InvalidObject(
                 ref,
                 path,
