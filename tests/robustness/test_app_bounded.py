@@ -15,10 +15,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL
 from quota.claims import PodClaim
 from quota.settings import Settings
+from quota.usage import Usage
 from tests.webhook.builders import AppClient, FakeBackend, cluster_state, pod, review
 from webhook.app import create_app
 from webhook.backend import MemoryLedger
-from webhook.metrics import UNKNOWN_QUEUE
+from webhook.metrics import UNKNOWN_QUEUE, Metrics
 from webhook.runner import AdmissionRunner
 
 
@@ -160,3 +161,25 @@ def test_runner_reports_wedged_then_stuck_by_its_clock() -> None:
         (False, False),
     ]
     runner.shutdown()
+
+
+class LockedLedger:
+    """A ledger whose usage is behind a lock someone holds (a slow admission)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+    def usage(self) -> Usage:
+        with self.lock:
+            return Usage()
+
+
+def test_scrape_shows_last_usage_while_the_ledger_is_locked() -> None:
+    backend = FakeBackend(cluster_state())
+    ledger = LockedLedger()
+    metrics = Metrics()
+    metrics.watch(backend, ledger)
+    assert b"draquota_queue_usage_stale 0.0" in metrics.render()
+    with ledger.lock:
+        text = metrics.render()  # returns: it does not wait for the lock
+    assert b"draquota_queue_usage_stale 1.0" in text
