@@ -14,11 +14,12 @@ they are too complex for admission to check).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from quota.allocator.errors import BudgetExceeded
 
 __all__ = [
+    "COMPILE_COST_PER_CHARACTER",
     "DEFAULT_CEL_COST",
     "DEFAULT_SEARCH_STEPS",
     "EVALUATION_COST_LIMIT",
@@ -34,6 +35,10 @@ DEFAULT_SEARCH_STEPS = 10_000
 EVALUATION_COST_LIMIT = 1_000_000
 # CEL cost of one placement question, across all evaluations (memoised results are free).
 DEFAULT_CEL_COST = 5_000_000
+# Compiling costs about as much per character as a few dozen evaluation steps; every
+# distinct expression of a question is charged once, cached or not, so the charge does
+# not depend on what earlier questions compiled.
+COMPILE_COST_PER_CHARACTER = 20
 
 
 @dataclass
@@ -45,6 +50,7 @@ class Budget:
     evaluation_cost: int = EVALUATION_COST_LIMIT
     used_steps: int = 0
     used_cost: int = 0
+    compiled: set[str] = field(default_factory=set)
 
     def step(self, claim: str = "", request: str = "") -> None:
         """Spend one search step; BudgetExceeded once more than `steps` were spent."""
@@ -63,7 +69,11 @@ class Budget:
         if self.used_cost > self.cel_cost:
             raise BudgetExceeded("cel", self.used_cost, self.cel_cost, expression=expression)
 
-
-def unlimited() -> Budget:
-    """A budget nothing exhausts in practice (offline tools that may take their time)."""
-    return Budget(steps=2**62, cel_cost=2**62, evaluation_cost=2**62)
+    def compile(self, expression: str) -> None:
+        """Spend the cost of compiling an expression, once per distinct expression."""
+        if expression in self.compiled:
+            return
+        self.compiled.add(expression)
+        self.used_cost += COMPILE_COST_PER_CHARACTER * len(expression)
+        if self.used_cost > self.cel_cost:
+            raise BudgetExceeded("cel", self.used_cost, self.cel_cost, expression=expression)

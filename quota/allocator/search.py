@@ -179,8 +179,10 @@ class Search:
                     claim,
                     label,
                 )
+            self.budget.compile(expression)
             selectors.append(_compiled(expression, f"class {device_class.name}: selector #{i}"))
         for i, expression in enumerate(exact.selectors):
+            self.budget.compile(str(expression))
             selectors.append(_compiled(str(expression), f"claim {claim}: selector #{i}"))
         request = Request(ci, name, sub, exact, device_class, tuple(selectors))
         if exact.allocation_mode == EXACT_COUNT:

@@ -8,7 +8,12 @@ from typing import Any
 import pytest
 
 from quota.allocator import Budget, BudgetExceeded, allocate
-from quota.allocator.budget import DEFAULT_SEARCH_STEPS, EVALUATION_COST_LIMIT
+from quota.allocator.budget import (
+    COMPILE_COST_PER_CHARACTER,
+    DEFAULT_CEL_COST,
+    DEFAULT_SEARCH_STEPS,
+    EVALUATION_COST_LIMIT,
+)
 from quota.claims import PodClaim
 from quota.claimspec import parse_claim_spec
 from quota.cluster import ClusterState
@@ -85,7 +90,10 @@ def test_nested_bind_list_equality_is_stopped_before_it_runs(state: ClusterState
     expression = nested_bind_equality(levels=8, width=10)
     placement = make_placer(state)([claim("cel", cel_spec(expression))], None)
     assert placement.too_complex and not placement.invalid
-    assert placement.cost == 0  # refused on its estimate: never evaluated
+    # Refused on its estimate: the only cost spent is compiling the two selectors.
+    class_selector = gpu_class()["spec"]["selectors"][0]["cel"]["expression"]
+    compiled = COMPILE_COST_PER_CHARACTER * (len(expression) + len(class_selector))
+    assert placement.cost == compiled
     assert "estimated cost" in placement.reason and "cel.bind" in placement.reason
 
 
@@ -116,3 +124,31 @@ def test_budget_object_reports_what_was_spent() -> None:
     with pytest.raises(BudgetExceeded) as caught:
         budget.step()
     assert (caught.value.kind, caught.value.used, caught.value.limit) == ("steps", 4, 3)
+
+
+def test_many_long_distinct_selectors_exhaust_the_cel_budget_by_compiling() -> None:
+    state = ClusterState(node_objects(nodes=2))
+    # 30 distinct selectors of ~9 600 characters each: compiling them would take seconds.
+    long = " || ".join(['device.driver == "x"'] * 400)
+    selectors = [f"{long} || {i} == 0 || true" for i in range(30)]
+    spec = {
+        "devices": {
+            "requests": [
+                {
+                    "name": "gpu",
+                    "exactly": {
+                        "deviceClassName": "gpu.example.com",
+                        "selectors": [{"cel": {"expression": s}} for s in selectors],
+                    },
+                }
+            ]
+        }
+    }
+    placement = make_placer(state)([claim("long", spec)], None)
+    assert placement.too_complex
+    assert (
+        DEFAULT_CEL_COST
+        < placement.cost
+        <= DEFAULT_CEL_COST + COMPILE_COST_PER_CHARACTER * len(selectors[-1])
+    )
+    assert "CEL selectors cost more than 5000000" in placement.reason
