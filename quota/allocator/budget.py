@@ -2,7 +2,8 @@
 
 Admission must answer every pod quickly, so the work one question may cause is
 counted, never timed: the depth-first search spends one step per call of its
-recursive step (the upstream allocator's `allocateOne` invocations), and every
+recursive step (the upstream allocator's `allocateOne` invocations) and one per
+device it examines there (a large shared pool is work even without recursion), and every
 CEL evaluation spends its estimated cost (`quota.allocator.celcost`) before it
 runs. Counting makes the outcome reproducible: the same claims on the same
 cluster always run out at the same point, on any machine and under any load.

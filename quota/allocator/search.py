@@ -361,7 +361,9 @@ class Search:
             if undo is None:
                 return False  # order does not matter for All: nothing else to try
             return self._next(ci, ri, si, di + 1, in_sub, 0, undo)
+        step = self.budget.step
         for index in range(start, len(self.candidates)):
+            step()  # every device examined is work, not only every recursion
             candidate = self.candidates[index]
             if self._in_use(request, candidate.device) or not self.selectable(request, index):
                 continue

@@ -152,3 +152,21 @@ def test_many_long_distinct_selectors_exhaust_the_cel_budget_by_compiling() -> N
         <= DEFAULT_CEL_COST + COMPILE_COST_PER_CHARACTER * len(selectors[-1])
     )
     assert "CEL selectors cost more than 5000000" in placement.reason
+
+
+def test_devices_examined_count_as_steps_in_a_large_shared_pool() -> None:
+    devices = [{"name": f"d-{i}", "attributes": {"index": {"int": i}}} for i in range(3000)]
+    shared = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "shared"},
+        "spec": {
+            "driver": "gpu.example.com",
+            "allNodes": True,
+            "pool": {"name": "shared", "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+    state = ClusterState([gpu_class(), {"kind": "Node", "metadata": {"name": "n"}}, shared])
+    placement = make_placer(state, steps=2000)([claim("h", unsatisfiable_constraint_spec())])
+    assert placement.too_complex and placement.steps == 2001
