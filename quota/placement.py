@@ -200,6 +200,17 @@ class _Index:
                 return False
         return True
 
+    def signature(self, view: _NodeView, allocated: Allocated) -> tuple[Any, ...] | None:
+        """The node's signature for the two allocation views every admission uses (no
+        allocations, or the index's); None for any other (not worth computing)."""
+        which = "none" if not allocated else "index" if allocated is self.allocated else ""
+        if not which:
+            return None
+        known = view.signatures.get(which)
+        if known is None:
+            known = view.signatures[which] = _signature(view, allocated)
+        return known
+
     def enough(
         self,
         view: _NodeView,
@@ -208,7 +219,9 @@ class _Index:
         budget: Budget,
     ) -> bool:
         """Whether the node has as many devices matching the request's class and selectors
-        as it needs (allocated ones excluded unless admin access): a bound, not a search."""
+        as it needs (allocated ones excluded unless admin access): a bound, not a search.
+        One step of `budget` per call, cached or not, so the count is deterministic."""
+        budget.step()
         device_class = self.classes.get(exact.device_class_name)
         if device_class is None:
             return False
@@ -512,7 +525,6 @@ def _search(
     )
     need = _minimum_per_class(specs)
     invalid = ""
-    which = "none" if not allocated else "index" if allocated is index.allocated else ""
     failed: set[tuple[Any, ...]] = set()
     for node in nodes:
         view = index.view(node)
@@ -521,15 +533,13 @@ def _search(
             index.free(view, cls) < n for cls, n in need.items()
         ):
             continue
+        signature = index.signature(view, allocated)
+        if signature is not None and signature in failed:
+            continue  # a node just like one where the claims did not fit
         if not _requests_can_be_met(index, view, specs, allocated, budget):
+            if signature is not None:
+                failed.add(signature)
             continue
-        signature: tuple[Any, ...] | None = None
-        if which:
-            signature = view.signatures.get(which)
-            if signature is None:
-                signature = view.signatures[which] = _signature(view, allocated)
-            if signature in failed:
-                continue  # a node just like one where the claims did not fit
         try:
             results = allocate(
                 specs,
@@ -574,6 +584,22 @@ def _requests_can_be_met(
     )
 
 
+def _distinct(
+    index: _Index, nodes: Sequence[Mapping[str, Any]], allocated: Allocated
+) -> list[Mapping[str, Any]]:
+    """One node of each signature (all nodes when signatures are not computed)."""
+    seen: set[tuple[Any, ...]] = set()
+    out = []
+    for node in nodes:
+        signature = index.signature(index.view(node), allocated)
+        if signature is not None:
+            if signature in seen:
+                continue
+            seen.add(signature)
+        out.append(node)
+    return out
+
+
 def _diagnose(
     index: _Index,
     nodes: Sequence[Mapping[str, Any]],
@@ -582,6 +608,7 @@ def _diagnose(
     budget: Budget,
 ) -> str:
     """Name the first request no node can meet on its own, with the best any node offers."""
+    nodes = _distinct(index, nodes, allocated)
     for claim in claims:
         for request in claim.spec.requests:
             alternatives = (
@@ -644,6 +671,7 @@ def _offer(
     allocated: Allocated,
     budget: Budget,
 ) -> int:
+    budget.step()
     device_class = index.classes.get(exact.device_class_name)
     if device_class is None:
         return 0

@@ -45,16 +45,20 @@ def test_request_no_device_matches_is_answered_without_searching(state: ClusterS
     spec = first_available_spec(3, 8, nothing_matches_request())
     placement = make_placer(state)([claim("hostile", spec)], None)
     assert not placement.ok and not placement.too_complex and not placement.invalid
-    # Only the validation pass over no devices ran: the pre-check skipped every node.
+    assert placement.reason == (
+        "request nope of claim hostile: needs 1 device of class gpu.example.com; no node offers any"
+    )
+    # No node was searched: beyond validating the claims against no devices, one
+    # pre-check and one diagnosis step per request, for one node of each kind.
     validation = Budget()
     assert (
         allocate([claim("hostile", spec).spec], None, classes=[gpu_class()], budget=validation)
         is None
     )
-    assert placement.steps == validation.used_steps
-    assert placement.reason == (
-        "request nope of claim hostile: needs 1 device of class gpu.example.com; no node offers any"
-    )
+    requests = 4
+    assert placement.steps == validation.used_steps + 2 * requests
+    bigger = ClusterState(node_objects(nodes=200))
+    assert make_placer(bigger)([claim("hostile", spec)], None).steps == placement.steps
 
 
 def test_answer_is_deterministic(state: ClusterState) -> None:
