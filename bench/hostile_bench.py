@@ -7,7 +7,8 @@ one asyncio process with keep-alive TLS connections:
 - ordinary: `--connections` closed-loop clients POSTing /validate for the benchmark pod
   (as mutated by draquota), each with its own uid;
 - probes: one client GETting /healthz every 20 ms;
-- hostile (second phase only): one client per kind at `--rate` requests/s (one in
+- hostile (second phase only, POSTed to /mutate, which the API server calls first):
+  one client per kind at `--rate` requests/s (one in
   flight at a time; `--rate 0`: back to back), each request new:
   `explode` (firstAvailable search with no solution: step budget), `nope` (a request
   no device matches: pre-check), `cel-bind` (list equality under 8 cel.bind: CEL cost
@@ -236,7 +237,8 @@ async def _phase(
             per_kind[kind] = Series()
 
             def make(n: int, kind: str = kind) -> tuple[str, str, bytes]:
-                return "POST", "/validate", hostile_body(kind, n + 1_000_000 * len(tag))
+                # The API server calls the mutating webhook first: a denial there is final.
+                return "POST", "/mutate", hostile_body(kind, n + 1_000_000 * len(tag))
 
             period = 1 / rate if rate else 0.0
             tasks.append(_loop(port, context, stop, per_kind[kind], make, period))

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from quota.errors import InvalidObject
 
-__all__ = ["CHARGE_ANNOTATION", "QUEUE_LABEL", "Charge", "FlavorResource"]
+__all__ = ["CHARGE_ANNOTATION", "QUEUE_LABEL", "Charge", "FlavorResource", "at_least"]
 
 CHARGE_ANNOTATION = "draquota.io/charge"
 QUEUE_LABEL = "draquota.io/queue-name"
@@ -192,3 +192,29 @@ class Charge:
             }
             for claim, amounts in sorted(self.shared_claims.items())
         }
+
+
+def at_least(admitted: Charge, current: Charge) -> Charge:
+    """The larger of two charges of one pod, resource by resource.
+
+    Flavors of the admitted record win: the pod was pinned to their nodes.
+    """
+    usage = dict(current.usage)
+    for resource, value in admitted.usage.items():
+        usage[resource] = max(usage.get(resource, 0), value)
+    classes = dict(current.device_classes)
+    for name, value in admitted.device_classes.items():
+        classes[name] = max(classes.get(name, 0), value)
+    shared: dict[str, dict[str, int]] = {c: dict(a) for c, a in current.shared_claims.items()}
+    for claim, amounts in admitted.shared_claims.items():
+        merged = shared.setdefault(claim, {})
+        for resource, value in amounts.items():
+            merged[resource] = max(merged.get(resource, 0), value)
+    return Charge(
+        cluster_queue=admitted.cluster_queue,
+        local_queue=admitted.local_queue,
+        flavors={**current.flavors, **admitted.flavors},
+        usage=dict(sorted(usage.items())),
+        device_classes=dict(sorted(classes.items())),
+        shared_claims=dict(sorted(shared.items())),
+    )

@@ -61,8 +61,11 @@ def extended_names(state: ClusterState) -> dict[str, str]:
     return cached[1]
 
 
-def pod_demand(workload: Workload, state: ClusterState, saturate: bool = False) -> PodDemand:
-    """The demand of one pod of `workload`, with claims looked up in `state`.
+def pod_demand(
+    workload: Workload, state: ClusterState, generated: bool = False, saturate: bool = False
+) -> PodDemand:
+    """The demand of one pod of `workload`, with claims looked up in `state` (`generated`:
+    a live pod, charged for the claims generated for it; see `expand_pod_claims`).
 
     Errors name the original object and the field path inside it (for a Job,
     under `spec.template`). With `saturate` (a live pod, already stored), a request
@@ -70,7 +73,7 @@ def pod_demand(workload: Workload, state: ClusterState, saturate: bool = False) 
     instead of raising (`quota.podresources.pod_resources`).
     """
     try:
-        claims = expand_pod_claims(workload.pod, state, workload.ref)
+        claims = expand_pod_claims(workload.pod, state, workload.ref, generated)
         resources = pod_resources(
             workload.pod, workload.ref, extended_names(state), saturate=saturate
         )

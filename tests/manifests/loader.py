@@ -8,7 +8,8 @@ from typing import Any
 
 import yaml
 
-MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
+ROOT = Path(__file__).resolve().parents[2]
+MANIFESTS = ROOT / "manifests" / "base"  # the kustomize base; overlays/ and examples/ sit beside it
 NAMESPACE = "draquota-system"
 CRD_FILES = (
     "crds/clusterqueues.yaml",

@@ -254,7 +254,7 @@ def test_queue_table_is_cached_until_queue_objects_change() -> None:
 
 # --- the CRD's CEL rules and the embedded checks agree ------------------------------------
 
-CRD = Path(__file__).resolve().parents[2] / "manifests" / "crds" / "clusterqueues.yaml"
+CRD = Path(__file__).resolve().parents[2] / "manifests" / "base" / "crds" / "clusterqueues.yaml"
 _M = cel.Type.Map(cel.Type.STRING, cel.Type.DYN)
 
 

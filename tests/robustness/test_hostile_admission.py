@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
+import jsonpatch
 import orjson
 import pytest
 
@@ -48,8 +50,16 @@ def client(mode: str) -> AppClient:
 
 
 def validate(c: AppClient, name: str, *templates: str) -> dict[str, Any]:
-    document = review(pod(name, templates))
-    answer = c.post("/validate", content=orjson.dumps(document))
+    """What the API server does for a create: /mutate, apply its patch, then /validate."""
+    obj = pod(name, templates)
+    answer = c.post("/mutate", content=orjson.dumps(review(obj)))
+    assert answer.status_code == 200
+    mutated = answer.json()["response"]
+    if not mutated["allowed"]:
+        return mutated
+    if "patch" in mutated:
+        obj = jsonpatch.apply_patch(obj, orjson.loads(base64.b64decode(mutated["patch"])))
+    answer = c.post("/validate", content=orjson.dumps(review(obj)))
     assert answer.status_code == 200
     return answer.json()["response"]
 

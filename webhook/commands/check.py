@@ -9,16 +9,18 @@ pod or workload is a denial item, not a crash; a file that cannot be read exits 
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from quota.cluster import ClusterState
 from quota.decision import Decision, Placer, decide
+from quota.livepods import usage_from_pods
 from quota.messages import format_amounts
 from quota.placement import make_placer
 from quota.settings import Settings
-from quota.usage import Usage, usage_from_pods
+from quota.usage import Usage
 from quota.workloads import WORKLOAD_KINDS
 from webhook.commands._common import (
     add_input_arguments,
@@ -80,7 +82,7 @@ def check_objects(
     for obj in inputs:
         if obj.get("kind") not in WORKLOAD_KINDS:
             state.upsert(obj)
-    usage: Usage = usage_from_pods(state, settings)
+    usage: Usage = usage_from_pods(state, settings, time.time())
     items = []
     for obj in decided:
         decision = decide(obj, state, usage, settings, placer)

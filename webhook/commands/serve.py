@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import gc
 import logging
+import ssl
 import sys
 import tempfile
 from datetime import UTC, datetime
@@ -34,6 +35,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="tls.crt and tls.key (optionally ca.crt); draquota serves HTTPS only. Without it, "
         "--state mode makes a throwaway CA and certificate for localhost and logs where",
+    )
+    parser.add_argument(
+        "--client-ca",
+        type=Path,
+        metavar="FILE",
+        help="answer admission requests only from TLS clients whose certificate this CA signed "
+        "(the API server's webhook client certificate, docs/operations.md)",
     )
     parser.add_argument("--host", default="0.0.0.0", metavar="H")
     parser.add_argument("--port", type=int, default=8443, metavar="P")
@@ -121,7 +129,11 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(cert_dir, str):
         print(f"draquota serve: {cert_dir}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    context, reloader = server_context(cert_dir, args.watch_interval)
+    try:
+        context, reloader = server_context(cert_dir, args.watch_interval, args.client_ca)
+    except (OSError, ssl.SSLError) as exc:
+        print(f"draquota serve: --client-ca {args.client_ca}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if args.state is not None:
         backend: Backend = StateDirBackend(args.state, watch_interval=args.watch_interval)
         ledger: Ledger = MemoryLedger(backend.state, settings)
@@ -132,7 +144,12 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_BAD_INPUT
         backend, ledger = live
     app = create_app(
-        backend, ledger, settings, _placer(backend), certs_ready=lambda: reloader.loaded
+        backend,
+        ledger,
+        settings,
+        _placer(backend),
+        certs_ready=lambda: reloader.loaded,
+        require_client_cert=args.client_ca is not None,
     )
     server = webhook_server(app, args.host, args.port, context, reloader)
     gc.collect()

@@ -138,6 +138,7 @@ def submit(api: FakeApiServer, replica: Replica, index: int) -> str:
             if mutated.get("patch"):
                 ops = orjson.loads(base64.b64decode(mutated["patch"]))
                 pod = jsonpatch.apply_patch(pod, ops)
+            pod["metadata"]["uid"] = str(uuid.uuid4())  # set by the API server before validation
             validated = replica.http.post("/validate", content=_review(pod)).json()["response"]
         else:
             validated = mutated

@@ -1,0 +1,197 @@
+"""Objects the e2e scenarios create: one namespace, queue and node pool per scenario.
+
+Every scenario gets its own namespace (label `e2e.draquota.io/scenario: NAME`), a
+ClusterQueue selecting only that label, a LocalQueue `default`, and flavors whose
+`nodeLabels` name only that scenario's fake nodes, so scenarios sharing the session's
+control plane never charge or place on each other's quota and devices.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from tests.e2e.cluster import REPO, ControlPlane, Draquota, eventually
+
+__all__ = ["GPU_CLASS", "POOL_LABEL", "Scenario", "gpu_pod", "scenario"]
+
+GPU_CLASS = "gpu.example.com"
+POOL_LABEL = "e2e.draquota.io/pool"
+SCENARIO_LABEL = "e2e.draquota.io/scenario"
+IMAGE = "registry.example.com/train:1.0"
+
+
+@dataclass(frozen=True)
+class Flavor:
+    name: str
+    gpus: int  # nominal quota of resource `gpus`
+    nodes: Mapping[str, int]  # fake node name -> GPUs it publishes
+    cpu: int | str = 1000
+
+
+@dataclass
+class Scenario:
+    """A namespace with its own ClusterQueue (resource `gpus`, plus `cpu`), flavors and nodes."""
+
+    installed: Draquota
+    name: str
+    flavors: Sequence[Flavor]
+
+    @property
+    def cluster(self) -> ControlPlane:
+        return self.installed.cluster
+
+    @property
+    def namespace(self) -> str:
+        return self.name
+
+    def objects(self) -> list[dict[str, Any]]:
+        flavors = [
+            {
+                "apiVersion": "draquota.io/v1beta1",
+                "kind": "ResourceFlavor",
+                "metadata": {"name": f"{self.name}-{f.name}"},
+                "spec": {"nodeLabels": {POOL_LABEL: f"{self.name}-{f.name}"}},
+            }
+            for f in self.flavors
+        ]
+        queue = {
+            "apiVersion": "draquota.io/v1beta1",
+            "kind": "ClusterQueue",
+            "metadata": {"name": self.name},
+            "spec": {
+                "namespaceSelector": {"matchLabels": {SCENARIO_LABEL: self.name}},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu", "gpus"],
+                        "flavors": [
+                            {
+                                "name": f"{self.name}-{f.name}",
+                                "resources": [
+                                    {"name": "cpu", "nominalQuota": f.cpu},
+                                    {
+                                        "name": "gpus",
+                                        "kind": "DeviceClass",
+                                        "deviceClassNames": [GPU_CLASS],
+                                        "nominalQuota": f.gpus,
+                                    },
+                                ],
+                            }
+                            for f in self.flavors
+                        ],
+                    }
+                ],
+            },
+        }
+        namespace = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": self.namespace, "labels": {SCENARIO_LABEL: self.name}},
+        }
+        local = {
+            "apiVersion": "draquota.io/v1beta1",
+            "kind": "LocalQueue",
+            "metadata": {"name": "default", "namespace": self.namespace},
+            "spec": {"clusterQueue": self.name},
+        }
+        template = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "gpu", "namespace": self.namespace},
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU_CLASS}}]
+                    }
+                }
+            },
+        }
+        return [namespace, *flavors, queue, local, template]
+
+    def create(self) -> Scenario:
+        self.cluster.apply(REPO / "manifests" / "examples" / "cluster" / "deviceclasses.yaml")
+        for flavor in self.flavors:
+            for node, gpus in flavor.nodes.items():
+                self.cluster.fake_node(node, gpus, {POOL_LABEL: f"{self.name}-{flavor.name}"})
+        self.cluster.apply(yaml.safe_dump_all(self.objects()))
+        # every replica sees the queue as active before the scenario starts
+        eventually(self.queue_active, timeout=30)
+        return self
+
+    def queue_active(self) -> bool:
+        queue = self.get("clusterqueue", self.name, namespaced=False)
+        conditions = queue.get("status", {}).get("conditions", [])
+        return any(c["type"] == "Active" and c["status"] == "True" for c in conditions)
+
+    def get(self, kind: str, name: str, namespaced: bool = True) -> dict[str, Any]:
+        args = ["get", kind, name, "-o", "json"]
+        if namespaced:
+            args += ["-n", self.namespace]
+        return dict(json.loads(self.cluster.kubectl(*args).stdout))
+
+    def pods(self, selector: str | None = None) -> list[dict[str, Any]]:
+        args = ["get", "pods", "-n", self.namespace, "-o", "json"]
+        if selector:
+            args += ["-l", selector]
+        return list(json.loads(self.cluster.kubectl(*args).stdout)["items"])
+
+    def usage(self, flavor: str, resource: str = "gpus") -> list[float | None]:
+        """The queue's usage as every replica reports it."""
+        labels = {"cluster_queue": self.name, "flavor": f"{self.name}-{flavor}"}
+        return [
+            r.metric("draquota_queue_usage", resource=resource, **labels)
+            for r in self.installed.replicas
+        ]
+
+    def reservations(self) -> list[dict[str, Any]]:
+        """Reservations of this queue still held in the QuotaLedgers."""
+        ledgers = json.loads(self.cluster.kubectl("get", "quotaledgers", "-o", "json").stdout)
+        return [
+            r
+            for ledger in ledgers["items"]
+            for r in ledger.get("spec", {}).get("reservations") or []
+            if r.get("clusterQueue") == self.name
+        ]
+
+    def events(self, reason: str) -> list[str]:
+        out = self.cluster.kubectl(
+            "get", "events", "-n", self.namespace, "--field-selector", f"reason={reason}",
+            "-o", "json",
+        ).stdout  # fmt: skip
+        return [e["message"] for e in json.loads(out)["items"]]
+
+
+def scenario(installed: Draquota, name: str, *flavors: Flavor) -> Scenario:
+    return Scenario(installed, name, flavors).create()
+
+
+def gpu_pod(name: str, gpus: int = 1, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A pod with `gpus` claims from the scenario's one-GPU template."""
+    claims = [{"name": f"gpu-{i}", "resourceClaimTemplateName": "gpu"} for i in range(gpus)]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": dict(labels or {})},
+        "spec": {
+            "containers": [
+                {
+                    "name": "main",
+                    "image": IMAGE,
+                    "resources": {
+                        "requests": {"cpu": "10m"},
+                        "claims": [{"name": c["name"]} for c in claims],
+                    },
+                }
+            ],
+            "resourceClaims": claims,
+        },
+    }
+
+
+def pod_template(gpus: int = 1) -> dict[str, Any]:
+    pod = gpu_pod("unused", gpus)
+    return {"metadata": {"labels": {"app": "e2e"}}, "spec": pod["spec"]}
