@@ -584,7 +584,8 @@ def recompute_charge(
     route = _recorded_route(recorded, table) or _usage_route(workload, table)
     if route is None:
         return None
-    demand = pod_demand(workload, state, generated=True)
+    # saturate: a live pod with an out-of-range quantity is charged the most, never dropped
+    demand = pod_demand(workload, state, generated=True, saturate=True)
     charged = _charged(demand, route.queue, table)
     assignment = _recorded_flavors(route.queue, charged, recorded)
     if assignment is None:  # no record: the flavor whose nodes the pod is pinned to

@@ -8,7 +8,7 @@ import pytest
 
 from quota.charge import QUEUE_LABEL
 from quota.cluster import ClusterState
-from quota.decision import decide
+from quota.decision import decide, recompute_charge
 from quota.demand import pod_demand
 from quota.errors import InvalidQuantity
 from quota.podresources import pod_resources
@@ -65,3 +65,10 @@ def test_live_pod_with_an_out_of_range_quantity_is_charged_the_most(value: str) 
 def test_saturating_is_only_for_bad_values() -> None:
     charged = pod_resources(cpu_pod("250m", containers=2), "Pod team-a/p", {}, saturate=True)
     assert charged.requests == {"cpu": 500}
+
+
+@pytest.mark.parametrize("value", HUGE)
+def test_live_pod_with_an_out_of_range_quantity_stays_in_usage(value: str) -> None:
+    state = ClusterState(scenario_objects(SCENARIO))
+    charge = recompute_charge(cpu_pod(value), state, Settings())
+    assert charge is not None and charge.usage == {"cpu": INT64_MAX}
