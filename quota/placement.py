@@ -263,6 +263,10 @@ def _signature(view: _NodeView, allocated: Allocated) -> tuple[Any, ...]:
         if pool.incomplete or pool.invalid:
             parts.append(("pool", pool.ref))  # never equal to another node's
             continue
+        if pool.other_slices or pool.counter_sets:
+            # Slices of the pool on other nodes count for its counters: by identity.
+            parts.append(("other", tuple(id(o) for o in pool.other_slices)))
+            parts.append(("counters", repr(pool.counter_sets)))
         for s in pool.slices:
             if not s.node_name or s.shared_counters:
                 parts.append(("shared", id(s)))
