@@ -72,6 +72,8 @@ __all__ = [
 ]
 
 INDEX_KINDS = ("ResourceSlice", "DeviceClass", "ResourceClaim", "Node", "DeviceTaintRule")
+# What the parsed devices depend on: not ResourceClaims, which only say what is allocated.
+DEVICE_KINDS = ("ResourceSlice", "DeviceClass", "Node", "DeviceTaintRule")
 NO_SLICES = "the cluster publishes no ResourceSlices: placement not judged"
 
 
@@ -103,6 +105,12 @@ class _NodeView:
     signatures: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     _devices: list[tuple[Device, Slice]] | None = None
 
+    def without_allocations(self) -> _NodeView:
+        """The same node and pools, without what was derived from allocations."""
+        enough = {k: v for k, v in self.enough.items() if k[-1] == "none"}
+        signatures = {k: v for k, v in self.signatures.items() if k == "none"}
+        return _NodeView(self.node, self.pools, {}, enough, signatures, self._devices)
+
     @property
     def devices(self) -> list[tuple[Device, Slice]]:
         if self._devices is None:
@@ -113,8 +121,25 @@ class _NodeView:
 class _Index:
     """Everything placement derives from one revision of the cluster view."""
 
-    def __init__(self, state: ClusterState) -> None:
+    def __init__(self, state: ClusterState, previous: _Index | None = None) -> None:
         self.revision = state.revision(*INDEX_KINDS)
+        self.devices_revision = state.revision(*DEVICE_KINDS)
+        self.claims = [c for c in state.list("ResourceClaim") if _claim_results(c)]
+        self.allocated = _allocated(self.claims)
+        self.lock = threading.Lock()
+        if previous is not None and previous.devices_revision == self.devices_revision:
+            # Only allocations changed (the scheduler allocated or freed a claim): the parsed
+            # devices, pools per node and CEL results stay; what depends on allocations goes.
+            self.problems = previous.problems
+            self.slices, self.classes = previous.slices, previous.classes
+            self.by_node, self.shared = previous.by_node, previous.shared
+            self.by_pool, self.nodes = previous.by_pool, previous.nodes
+            self.has_node_objects = previous.has_node_objects
+            self.memo = previous.memo
+            with previous.lock:  # a placement may still be adding views to it
+                views = list(previous.views.items())
+            self.views = {name: view.without_allocations() for name, view in views}
+            return
         self.problems: list[str] = []
         self.slices = self._parse(state.list("ResourceSlice"), parse_slice)
         self.classes = {
@@ -123,8 +148,6 @@ class _Index:
         rules = self._parse(state.list("DeviceTaintRule"), parse_taint_rule)
         if rules:
             self.slices = [apply_taint_rules(s, rules, self.classes) for s in self.slices]
-        self.claims = [c for c in state.list("ResourceClaim") if _claim_results(c)]
-        self.allocated = _allocated(self.claims)
         self.by_node: dict[str, list[Slice]] = {}
         self.shared: list[Slice] = []
         self.by_pool: dict[tuple[str, str], list[Slice]] = {}
@@ -144,7 +167,6 @@ class _Index:
         self.nodes = [nodes[name] for name in sorted(n for n in nodes if n)]
         self.views: dict[str, _NodeView] = {}
         self.memo: SelectorMemo = {}
-        self.lock = threading.Lock()
 
     def _parse(self, objects: list[Mapping[str, Any]], parse: Callable[[Any], Any]) -> list[Any]:
         out = []
@@ -396,7 +418,7 @@ class Placer:
         revision = self.state.revision(*INDEX_KINDS)
         with self._lock:
             if self._index is None or self._index.revision != revision:
-                self._index = _Index(self.state)
+                self._index = _Index(self.state, self._index)
             return self._index
 
     @property

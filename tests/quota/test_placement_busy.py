@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from quota.claims import expand_pod_claims
 from quota.cluster import ClusterState
 from quota.decision import decide
 from quota.placement import make_placer
@@ -82,3 +83,21 @@ def test_claims_that_can_never_be_placed_are_still_denied() -> None:
     decision = decide(pod("p", ("nine",)), s, Usage(), Settings(), make_placer(s))
     assert not decision.allowed and decision.reason == "Unplaceable"
     assert "the most any node offers is 8" in decision.message
+
+
+def test_new_allocations_keep_parsed_devices_and_change_the_answer() -> None:
+    s = state()
+    placer = make_placer(s)
+    claims = [_claim_of(s, "one")]
+    before = placer.index()
+    assert placer.place(claims).node == "node-0000"
+    s.upsert(busy_claim("node-0000"))
+    after = placer.index()
+    assert after is not before and after.slices is before.slices  # not parsed again
+    assert after.allocated != before.allocated
+    assert placer.place(claims).node == "node-0001"
+    assert placer.place(claims) == make_placer(s).place(claims)
+
+
+def _claim_of(s: ClusterState, template_name: str) -> Any:
+    return expand_pod_claims(pod("p", (template_name,)), s, "Pod team-a/p")[0]
