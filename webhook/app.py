@@ -15,7 +15,6 @@ from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request, Response
-from starlette.concurrency import run_in_threadpool
 
 from quota.claims import PodClaim
 from quota.cluster import ClusterState
@@ -24,7 +23,8 @@ from quota.settings import Settings
 from webhook.admission import AdmissionRequest, BadReview, Outcome, parse_review, review_response
 from webhook.admit import Admission
 from webhook.backend import Backend, Ledger
-from webhook.metrics import Metrics
+from webhook.metrics import Metrics, queue_label, reason_label, resource_label
+from webhook.runner import AdmissionRunner
 
 __all__ = ["MAX_BODY_BYTES", "PLACEMENT_KINDS", "CachedPlacer", "create_app"]
 
@@ -49,8 +49,8 @@ class CachedPlacer:
     A placement depends on the claims and the cluster's devices, never on quota
     usage (admitted pods hold quota, not devices), so pods stamped from the same
     templates — every replica of a Job or Deployment — share one answer per
-    revision of PLACEMENT_KINDS. The cache is dropped whole on a new revision
-    and bounded in size.
+    revision of PLACEMENT_KINDS, whatever they name their claim entries. The cache
+    is dropped whole on a new revision and bounded in size.
     """
 
     def __init__(self, placer: Placer, state: ClusterState, size: int = 4096) -> None:
@@ -65,8 +65,13 @@ class CachedPlacer:
         self, claims: Sequence[PodClaim], node_labels: Mapping[str, str] | None
     ) -> PlacementLike:
         revision = self.state.revision(*PLACEMENT_KINDS)
+        # Keyed by what the claims are (their template or claim), not by the pod's entry
+        # names: pods cannot vary a key (and evict others) without new cluster objects.
         key = (
-            tuple((c.namespace, c.entry, c.template, c.claim) for c in claims),
+            tuple(
+                (c.namespace, c.template, c.claim) if c.template or c.claim else (c.entry,)
+                for c in claims
+            ),
             tuple(sorted(node_labels.items())) if node_labels is not None else None,
         )
         cache = self._cache
@@ -136,7 +141,9 @@ def create_app(
     metrics = metrics or Metrics()
     metrics.watch(backend, ledger)
     admission = Admission(backend, ledger, settings, placer)
-    offload = getattr(backend, "blocking_io", True) or getattr(ledger, "blocking_io", True)
+    # Every decision runs off the event loop, at most admission_workers at once, and is
+    # answered by its deadline: the loop stays free for handshakes, probes and scrapes.
+    runner = AdmissionRunner(settings.admission_workers, settings.admission_deadline_seconds)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -145,15 +152,18 @@ def create_app(
             yield
         finally:
             backend.stop()
+            runner.shutdown()
 
     app = FastAPI(
         title="draquota", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None
     )
     app.state.admission = admission
     app.state.metrics = metrics
+    app.state.runner = runner
 
     async def handle(request: Request, endpoint: str) -> Response:
         started = time.perf_counter()
+        deadline_start = runner.clock()
         if require_client_cert and not _client_cert(request):
             metrics.bad_requests.labels(endpoint, "403").inc()
             return _json(
@@ -180,16 +190,36 @@ def create_app(
         mutating = endpoint == "mutate"
         decision: Decision | None = None
         try:
-            if offload:
-                outcome, decision = await run_in_threadpool(admission.review, req, mutating)
+            answered, result = await runner.run(deadline_start, admission.review, req, mutating)
+            if answered and result is not None:
+                outcome, decision = result
             else:
-                outcome, decision = admission.review(req, mutating)
+                log.warning(
+                    "admission deadline passed", extra={"uid": req.uid, "endpoint": endpoint}
+                )
+                outcome = _deny(
+                    403,
+                    "DeadlineExceeded",
+                    f"{req.ref}: draquota could not decide within its deadline of "
+                    f"{runner.deadline:g}s ({runner.busy()} of {runner.workers} workers busy): "
+                    "submit again",
+                )
         except Exception as exc:
             log.exception("admission failed", extra={"uid": req.uid, "endpoint": endpoint})
             outcome = _deny(403, "InternalError", f"{req.ref}: draquota failed to decide: {exc}")
         document = review_response(req.uid, outcome, mutating)
         try:
-            _record(metrics, endpoint, req, outcome, decision, time.perf_counter() - started)
+            _record(
+                metrics,
+                endpoint,
+                req,
+                outcome,
+                decision,
+                time.perf_counter() - started,
+                lambda namespace, name: (
+                    backend.state.get("LocalQueue", namespace, name) is not None
+                ),
+            )
         except Exception:
             log.exception("recording the admission failed", extra={"uid": req.uid})
         return Response(orjson.dumps(document), media_type="application/json")
@@ -206,6 +236,10 @@ def create_app(
 
     @app.get("/healthz")
     async def healthz() -> Response:
+        # Alive unless the admission path has been wedged for long: then a restart is the fix.
+        stuck, why = runner.stuck()
+        if stuck:
+            return _json(503, {"status": "stuck", "reason": why})
         return _json(200, {"status": "ok"})
 
     @app.get("/readyz")
@@ -213,11 +247,15 @@ def create_app(
         ready, why = backend.ready()
         if ready and not certs_ready():
             ready, why = False, "serving certificate not loaded"
+        if ready:
+            wedged, reason = runner.wedged()
+            ready, why = (False, reason) if wedged else (ready, why)
         return _json(200 if ready else 503, {"ready": ready, "reason": why})
 
     @app.get("/metrics")
     async def prometheus() -> Response:
-        return Response(metrics.render(), media_type=metrics.content_type)
+        # Rendering reads usage under the ledger's lock: never on the event loop.
+        return Response(await runner.side(metrics.render), media_type=metrics.content_type)
 
     return app
 
@@ -229,6 +267,7 @@ def _record(
     outcome: Outcome,
     decision: Decision | None,
     elapsed: float,
+    queue_exists: Callable[[str, str], bool] = lambda _namespace, _name: False,
 ) -> None:
     queue = ""
     if decision is not None and decision.charge is not None:
@@ -237,7 +276,13 @@ def _record(
         queue = f"{req.namespace or 'default'}/{decision.queue_name}"
     reason = outcome.reason or (decision.reason if decision else "") or "Allowed"
     metrics.observe_latency(endpoint, elapsed)
-    metrics.decisions.labels(endpoint, queue, req.resource, reason, str(outcome.allowed)).inc()
+    metrics.decisions.labels(
+        endpoint,
+        queue_label(queue, queue_exists),
+        resource_label(req.resource),
+        reason_label(reason),
+        str(outcome.allowed),
+    ).inc()
     level = logging.DEBUG if outcome.allowed else logging.INFO
     if log.isEnabledFor(level):
         log.log(
