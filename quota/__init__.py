@@ -18,9 +18,10 @@ from quota.decision import Decision, decide
 from quota.demand import PodDemand, pod_demand
 from quota.devices import claim_devices
 from quota.errors import DraquotaError, InvalidObject, InvalidQuantity, NotFound
+from quota.livepods import usage_from_pods
 from quota.placement import Placement, make_placer, place_claims
 from quota.settings import Settings
-from quota.usage import Usage, usage_from_pods
+from quota.usage import Usage
 from quota.workloads import Workload, as_workload
 
 __all__ = [

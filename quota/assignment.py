@@ -21,7 +21,7 @@ fit is the fallback.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,10 +31,30 @@ from quota.quantity import sat_add, sat_mul
 from quota.queues import TRY_NEXT_FLAVOR, ClusterQueue, QueueTable, ResourceGroup
 from quota.selectors import requirement_matches
 
-__all__ = ["Assignment", "QuotaView", "assign_flavors", "flavor_matches_pod", "quota_view"]
+__all__ = [
+    "Assignment",
+    "PreferringFilter",
+    "QuotaView",
+    "assign_flavors",
+    "flavor_matches_pod",
+    "quota_view",
+]
 
 # A flavor filter returns why a flavor cannot be used, or None.
 FlavorFilter = Callable[[str], str | None]
+
+
+@dataclass(frozen=True)
+class PreferringFilter:
+    """A flavor filter that also ranks the flavors it allows: among flavors that fit quota
+    equally (same borrowing), a `preferred` one wins over an earlier one that is not
+    (placement: one whose nodes can host the pod now, SPEC §5)."""
+
+    exclude: FlavorFilter
+    preferred: Callable[[str], bool]
+
+    def __call__(self, flavor: str) -> str | None:
+        return self.exclude(flavor)
 
 
 @dataclass(frozen=True)
@@ -123,6 +143,15 @@ class _Demand:
     shared: Mapping[str, Mapping[str, int]]
     held: frozenset[tuple[str, FlavorResource]]
     pods: int
+    classes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def resource_text(self, resource: str) -> str:
+        """`gpus (DeviceClass gpu.example.com)`: the quota resource and the classes that asked."""
+        names = self.classes.get(resource)
+        if not names:
+            return resource
+        label = "DeviceClass" if len(names) == 1 else "DeviceClasses"
+        return f"{resource} ({label} {', '.join(names)})"
 
 
 def _amount(demand: _Demand, key: FlavorResource) -> tuple[int, int]:
@@ -141,7 +170,7 @@ def _check(
     per_pod, shared = _amount(demand, key)
     value = sat_add(per_pod, shared)
     fmt = lambda v: format_amount(key.resource, v)  # noqa: E731
-    where = f"{key.resource} in flavor {key.flavor}"
+    where = f"{demand.resource_text(key.resource)} in flavor {key.flavor}"
     if value > view.potential:
         if capacity_only and (demand.pods != 1 or shared):
             sum_text = f"{demand.pods} pods x {fmt(demand.per_pod.get(key.resource, 0))}"
@@ -176,6 +205,8 @@ def _assign_group(
 ) -> tuple[str | None, bool, list[str]]:
     reasons: list[str] = []
     fallback: tuple[str, bool] | None = None
+    first: tuple[str, bool] | None = None  # the first flavor quota accepts
+    preferred = flavor_filter.preferred if isinstance(flavor_filter, PreferringFilter) else None
     for flavor in group.flavors:
         excluded = flavor_filter(flavor.name)
         if excluded:
@@ -193,9 +224,16 @@ def _assign_group(
         if not fits:
             continue
         if not borrows or fungibility != TRY_NEXT_FLAVOR or capacity_only:
-            return flavor.name, borrows, reasons
+            wanted = preferred is None or preferred(flavor.name)
+            if wanted and (first is None or first[1] == borrows):
+                return flavor.name, borrows, reasons
+            if first is None:
+                first = (flavor.name, borrows)
+            continue
         if fallback is None:
             fallback = (flavor.name, borrows)
+    if first is not None:
+        return first[0], first[1], reasons
     if fallback is not None:
         return fallback[0], fallback[1], reasons
     return None, False, reasons
@@ -211,16 +249,25 @@ def assign_flavors(
     flavor_filter: FlavorFilter = lambda _flavor: None,
     pods: int = 1,
     capacity_only: bool = False,
+    asked: Mapping[str, Collection[str]] | None = None,
 ) -> Assignment:
     """Assign a flavor to every resource group the demand touches.
 
     `per_pod` and `shared` hold amounts of covered resources only. `held` lists the
     (shared claim, flavor-resource) pairs the queue already pays for, which cost
     nothing more. With `capacity_only`, only the most the queue could ever hold is
-    checked (for workloads at submit time), for `pods` pods at once.
+    checked (for workloads at submit time), for `pods` pods at once. `asked` names,
+    per resource, the DeviceClasses the pod asked for, for the denial reasons
+    (default: every class the queue maps to the resource).
     """
     shared = shared or {}
-    demand = _Demand(per_pod, shared, held, pods)
+    if asked is None:
+        mapped: dict[str, list[str]] = {}
+        for device_class, resource in table.class_resources.get(queue.name, {}).items():
+            mapped.setdefault(resource, []).append(device_class)
+        asked = mapped
+    classes = {resource: tuple(sorted(names)) for resource, names in asked.items() if names}
+    demand = _Demand(per_pod, shared, held, pods, classes)
     views: dict[FlavorResource, QuotaView] = {}
     usages: dict[str, Mapping[FlavorResource, int]] = {}
 

@@ -109,7 +109,27 @@ def _parsed(obj: Obj) -> tuple[ClaimSpec, Mapping[str, int]]:
     return spec, devices
 
 
-def _entry_claim(entry: Any, path: str, namespace: str, state: ClusterState, ref: str) -> PodClaim:
+def _generated_names(pod: Obj) -> dict[str, str]:
+    """Entry name -> the ResourceClaim the control plane generated for it (pod status)."""
+    status = pod.get("status")
+    statuses = status.get("resourceClaimStatuses") if isinstance(status, Mapping) else None
+    out: dict[str, str] = {}
+    for item in statuses if isinstance(statuses, list) else ():
+        if isinstance(item, Mapping):
+            entry, claim = item.get("name"), item.get("resourceClaimName")
+            if isinstance(entry, str) and isinstance(claim, str) and entry and claim:
+                out[entry] = claim
+    return out
+
+
+def _entry_claim(
+    entry: Any,
+    path: str,
+    namespace: str,
+    state: ClusterState,
+    ref: str,
+    generated: Mapping[str, str],
+) -> PodClaim:
     reader = FieldReader(ref)
     entry = reader.mapping(entry, path)
     name = reader.string(entry.get("name"), f"{path}.name", True)
@@ -123,7 +143,9 @@ def _entry_claim(entry: Any, path: str, namespace: str, state: ClusterState, ref
         )
     kind = "ResourceClaimTemplate" if template else "ResourceClaim"
     target = template or claim
-    obj = state.get(kind, namespace, target)
+    # What a pod really holds is the claim generated for it, whatever the template says now.
+    made = state.get("ResourceClaim", namespace, generated[name]) if name in generated else None
+    obj = made if template and made is not None else state.get(kind, namespace, target)
     if obj is None:
         raise NotFound(kind, namespace, target, referrer=f"{ref}: {path}")
     spec, devices = _parsed(obj)
@@ -140,10 +162,14 @@ def _entry_claim(entry: Any, path: str, namespace: str, state: ClusterState, ref
 
 
 def expand_pod_claims(
-    pod: Obj, state: ClusterState, ref: str | None = None
+    pod: Obj, state: ClusterState, ref: str | None = None, generated: bool = False
 ) -> tuple[PodClaim, ...]:
     """The claims of a pod (or pod template) in entry order, looked up in its namespace.
 
+    With `generated` (a pod that exists), a template entry whose claim the control
+    plane already generated (`status.resourceClaimStatuses`) is read from that claim,
+    not from the template, which its owner may have replaced since. Without it (an
+    admission), status is ignored: the API server resets it on create.
     Raises NotFound naming the template or claim when it is missing, InvalidObject
     when an entry or the claim spec it points at is malformed.
     """
@@ -153,8 +179,9 @@ def expand_pod_claims(
     reader = FieldReader(ref)
     spec = reader.mapping(pod.get("spec"), "spec")
     entries = reader.items(spec.get("resourceClaims"), "spec.resourceClaims")
+    made = _generated_names(pod) if generated else {}
     claims = [
-        _entry_claim(entry, f"spec.resourceClaims[{i}]", namespace, state, ref)
+        _entry_claim(entry, f"spec.resourceClaims[{i}]", namespace, state, ref, made)
         for i, entry in enumerate(entries)
     ]
     names = [claim.entry for claim in claims]

@@ -36,6 +36,22 @@ CLUSTER_SCOPED = frozenset(
 # How many recent upserts/removals per kind `changed_since` can report.
 JOURNAL_LENGTH = 4096
 
+# Kinds whose status no decision reads: a change of status (or of server-kept metadata) alone
+# replaces the object without a new revision, so draquota's own ClusterQueue status writes
+# never make every pod's charge be recomputed.
+STATUS_BLIND = frozenset({"ClusterQueue", "LocalQueue", "ResourceFlavor"})
+_SERVER_METADATA = ("resourceVersion", "managedFields", "generation")
+
+
+def _decided_part(obj: Obj) -> tuple[Any, Any]:
+    metadata = obj.get("metadata")
+    kept = (
+        {k: v for k, v in metadata.items() if k not in _SERVER_METADATA}
+        if isinstance(metadata, Mapping)
+        else metadata
+    )
+    return kept, {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+
 
 def meta_of(obj: Obj) -> tuple[str, str | None, str]:
     """(kind, namespace, name) of an object; namespace None for cluster-scoped kinds."""
@@ -72,10 +88,15 @@ class ClusterState:
             self.upsert(obj)
 
     def upsert(self, obj: Obj) -> None:
-        """Add or replace an object."""
+        """Add or replace an object (see STATUS_BLIND)."""
         kind, namespace, name = meta_of(obj)
         with self._lock:
-            self._by_kind.setdefault(kind, {})[(namespace, name)] = obj
+            objects = self._by_kind.setdefault(kind, {})
+            old = objects.get((namespace, name))
+            objects[(namespace, name)] = obj
+            blind = kind in STATUS_BLIND and old is not None
+            if blind and _decided_part(old) == _decided_part(obj):  # type: ignore[arg-type]
+                return
             self._revisions[kind] = self._revisions.get(kind, 0) + 1
             self._note(kind, (namespace, name))
 

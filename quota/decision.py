@@ -18,8 +18,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from quota.assignment import Assignment, assign_flavors, flavor_matches_pod
-from quota.charge import QUEUE_LABEL, Charge
+from quota.assignment import (
+    Assignment,
+    FlavorFilter,
+    PreferringFilter,
+    assign_flavors,
+    flavor_matches_pod,
+)
+from quota.charge import QUEUE_LABEL, Charge, at_least
 from quota.claims import PodClaim
 from quota.cluster import ClusterState, Obj
 from quota.demand import PodDemand, pod_demand
@@ -27,7 +33,7 @@ from quota.errors import DraquotaError, NotFound
 from quota.quantity import sat_add
 from quota.queues import ClusterQueue, LocalQueue, QueueTable, namespace_selected, queue_table
 from quota.settings import Settings
-from quota.usage import Usage, is_live_pod
+from quota.usage import Usage
 from quota.workloads import Workload, as_workload
 
 __all__ = [
@@ -36,6 +42,7 @@ __all__ = [
     "PlacementLike",
     "Placer",
     "decide",
+    "recheck_pod",
     "recompute_charge",
 ]
 
@@ -83,7 +90,27 @@ class _Route:
 
 
 def _subject(workload: Workload) -> str:
-    return f"{workload.kind.lower()} {workload.namespace}/{workload.name}"
+    """How a denial names the object: a pod whose name a controller generates is named after
+    its owner, since `par4-` or `par4-x7k2p` means nothing to the user who made the Job."""
+    subject = f"{workload.kind.lower()} {workload.namespace}/{workload.name}"
+    metadata = workload.pod.get("metadata") or {}
+    generated = metadata.get("generateName")
+    if workload.kind != "Pod" or not isinstance(generated, str) or not generated:
+        return subject
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name or name == generated:
+        subject = f"pod {workload.namespace}/{generated}<generated>"
+    else:
+        subject = f"{subject} (generated name)"
+    owners = metadata.get("ownerReferences")
+    owner = (
+        next((o for o in owners if isinstance(o, Mapping) and o.get("controller")), None)
+        if isinstance(owners, list)
+        else None
+    )
+    if owner is None:
+        return subject
+    return f"{subject} of {owner.get('kind')} {workload.namespace}/{owner.get('name')}"
 
 
 def _queue_label(workload: Workload) -> str:
@@ -223,9 +250,10 @@ def _flavor_filter(
     placer: Placer | None,
     settings: Settings,
     warnings: list[str],
-) -> Callable[[str], str | None]:
+) -> FlavorFilter:
     keys = _group_label_keys(table, queue)
     pod_spec = workload.pod.get("spec") or {}
+    busy: set[str] = set()
 
     def check(flavor: str) -> str | None:
         known = table.flavors.get(flavor)
@@ -236,19 +264,24 @@ def _flavor_filter(
         if placer is None or settings.placement == "Off" or not claims or not known.node_labels:
             return None
         placement = placer(claims, known.node_labels)
-        if placement.ok:
-            return None
         labels = ",".join(f"{k}={v}" for k, v in known.node_labels.items())
-        reason = (
-            f"flavor {flavor}: claims cannot be placed on nodes with labels {labels}: "
-            f"{placement.reason}"
-        )
+        if placement.ok:
+            if not getattr(placement, "now", True):
+                busy.add(flavor)  # fits once devices are released: allowed, not preferred
+            return None
+        if getattr(placement, "too_complex", False):
+            reason = f"flavor {flavor}: claims on nodes with labels {labels} {placement.reason}"
+        else:
+            reason = (
+                f"flavor {flavor}: claims cannot be placed on nodes with labels {labels}: "
+                f"{placement.reason}"
+            )
         if settings.placement == "Warn":
             warnings.append(reason)
             return None
         return reason
 
-    return check
+    return PreferringFilter(check, lambda flavor: flavor not in busy)
 
 
 def _exceeds(subject: str, route: _Route, assignment: Assignment) -> str:
@@ -289,11 +322,21 @@ def _evaluate(
         placement = placer(demand.claims, None)
         if getattr(placement, "invalid", False):
             return _deny("InvalidObject", f"{subject}: {placement.reason}", code=400, queue=name)
-        if not placement.ok:
+        if getattr(placement, "too_complex", False):
+            text = f"{subject}: claims {placement.reason}"
+            if settings.placement == "Enforce":
+                return _deny("TooComplex", text, queue=name)
+            warnings.append(text)
+        elif not placement.ok:
             text = f"{subject}: claims cannot be placed on any node: {placement.reason}"
             if settings.placement == "Enforce":
                 return _deny("Unplaceable", text, queue=name)
             warnings.append(text)
+        elif not getattr(placement, "now", True):
+            warnings.append(
+                f"{subject}: claims cannot be placed on the devices free right now, the pod "
+                f"waits until allocated devices are released: {placement.reason}"
+            )
     flavor_filter = _flavor_filter(
         table, route.queue, workload, demand.claims, placer, settings, warnings
     )
@@ -343,13 +386,9 @@ def _decide_workload(c: _Context) -> Decision:
     return Decision(True, 200, "Admitted", f"{c.subject} fits {c.where}", warnings, queue_name=name)
 
 
-def _decide_pod(c: _Context, usage: Usage, operation: str, reservation: str) -> Decision:
-    """A pod against live usage, without its own holder or reservation (a retry counts once)."""
-    live = usage.copy()
-    if c.workload.name and c.workload.name != "<unnamed>":
-        live.remove(f"{c.workload.namespace}/{c.workload.name}")
-    if reservation:
-        live.remove(reservation)
+def _decide_pod(c: _Context, live: Usage, operation: str, reservation: str) -> Decision:
+    """A pod against live usage (the ledger leaves out the pod's own record: a retry counts
+    once; a pod of the same name held by another pod is not left out)."""
     queue, charged = c.route.queue, c.charged
     assignment = assign_flavors(
         c.table,
@@ -405,19 +444,79 @@ def decide(
 ) -> Decision:
     """Decide whether a Pod or pod-template workload may be admitted.
 
-    A Pod is checked against the live `usage` (its own holder and `reservation`
-    excluded, so a retried admission does not count twice) and gets a charge; a
+    A Pod is checked against the live `usage` (which its caller, the ledger, hands
+    in without the pod's own record) and gets a charge; a
     workload is checked against the most its queue could ever hold and gets none.
     An UPDATE of an existing pod is never denied for quota (that would block its
-    finalizers); it is allowed with a warning.
+    finalizers); it is allowed with a warning. A pod's status and deletion fields
+    are not read: on create the API server resets them, so they never exempt a pod.
     """
     if operation == "DELETE":
         return Decision(True, 200, "NotManaged", "deletions are not checked")
     try:
         workload = as_workload(obj)
-        if workload.kind == "Pod" and not is_live_pod(obj):
-            return Decision(True, 200, "NotManaged", "terminal or deleting pods hold no quota")
         return _evaluate(workload, state, usage, settings, placer, operation, reservation)
+    except NotFound as exc:
+        kind = "ClaimNotFound" if exc.kind.startswith("ResourceClaim") else "NotFound"
+        return _deny(kind, _sentence(str(exc)))
+    except DraquotaError as exc:
+        return _deny("InvalidObject", _sentence(str(exc)), code=400)
+
+
+def recheck_pod(
+    pod: Obj, state: ClusterState, usage: Usage, settings: Settings, recorded: Charge | None
+) -> Decision:
+    """An existing pod whose cost may grow: a resize, or a claim it references re-created.
+
+    `pod` and `state` are as they would be after the change, `usage` leaves the
+    pod out, `recorded` is its admission record. The pod keeps its queue and flavors
+    (its nodes were chosen by them); what does not grow is always allowed, what grows
+    must fit like an admission. The charge of an allowed change is the new record.
+    """
+    try:
+        workload = as_workload(pod)
+        table = queue_table(state, settings)
+        route = _recorded_route(recorded, table) or _usage_route(workload, table)
+        if route is None:
+            return Decision(True, 200, "NotManaged", "no LocalQueue: not managed by draquota")
+        demand = pod_demand(workload, state, generated=True)
+        charged = _charged(demand, route.queue, table)
+        pinned = _recorded_flavors(route.queue, charged, recorded)
+        affinity = _flavor_filter(table, route.queue, workload, (), None, settings, [])
+        kept = set(pinned.flavors.values()) if pinned is not None else None
+
+        def flavor_filter(flavor: str) -> str | None:
+            if kept is not None and flavor not in kept:
+                return f"flavor {flavor}: the pod runs in flavor {', '.join(sorted(kept))}"
+            return affinity(flavor)
+
+        assignment = assign_flavors(
+            table,
+            route.queue,
+            usage.of,
+            charged.per_pod,
+            charged.shared,
+            held=frozenset(usage.shared_claims(route.queue.name)),
+            flavor_filter=flavor_filter,
+        )
+        flavors = assignment.flavors if assignment.ok else (pinned or Assignment({})).flavors
+        charge = _charge(route, demand, charged, flavors, "")
+        if recorded is not None:
+            charge = at_least(recorded, charge)
+            if charge == at_least(recorded, recorded):
+                return Decision(True, 200, "Admitted", "nothing grows", charge=recorded)
+        if not assignment.ok:
+            message = _exceeds(_subject(workload), route, assignment)
+            return _deny("QuotaExceeded", message, queue=route.local.name)
+        where = f'ClusterQueue "{route.queue.name}" (LocalQueue {route.local.key})'
+        return Decision(
+            True,
+            200,
+            "Admitted",
+            f"{_subject(workload)} still fits {where}",
+            charge=charge,
+            queue_name=route.local.name,
+        )
     except NotFound as exc:
         kind = "ClaimNotFound" if exc.kind.startswith("ResourceClaim") else "NotFound"
         return _deny(kind, _sentence(str(exc)))
@@ -439,18 +538,14 @@ def _usage_route(workload: Workload, table: QueueTable) -> _Route | None:
     return _Route(local, table.queues[local.cluster_queue])
 
 
-def _recorded_route(
-    recorded: Charge | None, namespace: str, state: ClusterState, table: QueueTable
-) -> _Route | None:
-    """The queue an annotation names, trusted only inside the pod's own namespace."""
-    if recorded is None or not recorded.local_queue.startswith(f"{namespace}/"):
+def _recorded_route(recorded: Charge | None, table: QueueTable) -> _Route | None:
+    """The queue an admission record names (trusted: only draquota writes records)."""
+    if recorded is None or recorded.local_queue.count("/") != 1:
         return None
     queue = table.queues.get(recorded.cluster_queue)
-    if queue is None or not namespace_selected(
-        queue, state.get("Namespace", None, namespace), namespace
-    ):
+    if queue is None:
         return None
-    name = recorded.local_queue.split("/", 1)[1]
+    namespace, name = recorded.local_queue.split("/", 1)
     return _Route(LocalQueue(namespace, name, queue.name), queue)
 
 
@@ -476,26 +571,33 @@ def _recorded_flavors(
 def recompute_charge(
     pod: Obj, state: ClusterState, settings: Settings, recorded: Charge | None = None
 ) -> Charge | None:
-    """The charge of a live pod from the pod and the cluster view; None when unmanaged.
+    """What a live pod's claims and requests cost now; None when unmanaged.
 
-    `recorded` (the parsed annotation) only contributes which flavors were chosen,
-    when they are valid for the recomputed demand, and which queue it went to when
-    the pod's LocalQueue is gone. Raises NotFound/InvalidObject when the pod's
-    claims cannot be read.
+    `recorded` is the pod's admission record (never a user-written annotation): it
+    names the queue the pod was admitted to and the flavors chosen, which are kept
+    when valid for the recomputed demand. Without one, the pod's LocalQueue routes
+    it. Claims are the ones generated for the pod where they exist. Raises
+    NotFound/InvalidObject when the pod's claims cannot be read.
     """
     workload = as_workload(pod)
     table = queue_table(state, settings)
-    route = _usage_route(workload, table) or _recorded_route(
-        recorded, workload.namespace, state, table
-    )
+    route = _recorded_route(recorded, table) or _usage_route(workload, table)
     if route is None:
         return None
-    demand = pod_demand(workload, state)
+    # saturate: a live pod with an out-of-range quantity is charged the most, never dropped
+    demand = pod_demand(workload, state, generated=True, saturate=True)
     charged = _charged(demand, route.queue, table)
     assignment = _recorded_flavors(route.queue, charged, recorded)
-    if assignment is None:
+    if assignment is None:  # no record: the flavor whose nodes the pod is pinned to
+        affinity = _flavor_filter(table, route.queue, workload, (), None, settings, [])
         assignment = assign_flavors(
-            table, route.queue, lambda _q: {}, charged.per_pod, charged.shared, capacity_only=True
+            table,
+            route.queue,
+            lambda _q: {},
+            charged.per_pod,
+            charged.shared,
+            flavor_filter=affinity,
+            capacity_only=True,
         )
         if not assignment.ok:
             assignment = _first_flavors(route.queue, charged)

@@ -1,26 +1,19 @@
-"""Usage of ClusterQueues: who holds what, rebuilt from live pods (SPEC §4).
+"""Usage of ClusterQueues: who holds what (SPEC §4).
 
-Holders are pod keys (`ns/name`) or reservation ids of admissions in flight.
-A shared ResourceClaim is charged once per ClusterQueue (and flavor) however
-many holders of that queue reference it. A live pod's charge is always
-recomputed from the pod and the cluster view: its annotation only says which
-queue and flavors it was admitted to, and is ignored when it does not match.
+Holders are pod keys (`ns/name`) or the UIDs of pods whose admission is in
+flight. A shared ResourceClaim is charged once per ClusterQueue (and flavor)
+however many holders of that queue reference it. What a live pod holds is
+worked out in `quota.livepods`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
-from quota.charge import CHARGE_ANNOTATION, Charge, FlavorResource
-from quota.cluster import ClusterState, Obj
-from quota.errors import DraquotaError, InvalidObject, object_ref
+from quota.charge import Charge, FlavorResource
 from quota.quantity import sat_add
-from quota.settings import Settings
 
-__all__ = ["TERMINAL_PHASES", "Usage", "is_live_pod", "live_pod_charge", "usage_from_pods"]
-
-TERMINAL_PHASES = ("Succeeded", "Failed")
+__all__ = ["Usage"]
 
 
 class Usage:
@@ -77,57 +70,3 @@ class Usage:
 
     def __repr__(self) -> str:
         return f"Usage({len(self._charges)} holders)"
-
-
-def is_live_pod(pod: Obj) -> bool:
-    """Not Succeeded/Failed and not being deleted: the pod still holds quota."""
-    metadata = pod.get("metadata") or {}
-    status = pod.get("status") or {}
-    if metadata.get("deletionTimestamp"):
-        return False
-    return not (isinstance(status, Mapping) and status.get("phase") in TERMINAL_PHASES)
-
-
-def _annotation(pod: Obj, ref: str) -> Charge | None:
-    annotations = (pod.get("metadata") or {}).get("annotations") or {}
-    text = annotations.get(CHARGE_ANNOTATION) if isinstance(annotations, Mapping) else None
-    if not text:
-        return None
-    try:
-        return Charge.from_annotation(text, ref)
-    except InvalidObject:
-        return None
-
-
-def live_pod_charge(pod: Obj, state: ClusterState, settings: Settings) -> Charge | None:
-    """What a live pod holds, recomputed; None when it is not live or not managed.
-
-    The queue comes from the pod's label (as at admission). The annotation may
-    name the flavors; they are kept only when they are flavors the queue offers
-    for those resources, else the assignment is recomputed (first flavor that could
-    ever hold the pod). When the pod's claims cannot be read any more (a template
-    deleted after the pod was created), the annotation is the only record left and
-    is used as is, so that the pod keeps holding quota.
-    """
-    from quota.decision import recompute_charge  # decision builds on usage
-
-    if not is_live_pod(pod):
-        return None
-    metadata = pod.get("metadata") or {}
-    ref = object_ref("Pod", metadata.get("namespace") or "default", metadata.get("name"))
-    recorded = _annotation(pod, ref)
-    try:
-        return recompute_charge(pod, state, settings, recorded)
-    except DraquotaError:
-        return recorded
-
-
-def usage_from_pods(state: ClusterState, settings: Settings) -> Usage:
-    """Usage held by the live pods of the cluster view, keyed by `ns/name`."""
-    usage = Usage()
-    for pod in state.list("Pod"):
-        charge = live_pod_charge(pod, state, settings)
-        if charge is not None:
-            metadata: Mapping[str, Any] = pod.get("metadata") or {}
-            usage.add(f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}", charge)
-    return usage

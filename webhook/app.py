@@ -7,33 +7,26 @@ an unexpected error inside the decision gets a denial, never `allowed: true`.
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request, Response
-from starlette.concurrency import run_in_threadpool
 
-from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge
-from quota.claims import PodClaim, claim_references
+from quota.claims import PodClaim
 from quota.cluster import ClusterState
-from quota.decision import Decision, PlacementLike, Placer, decide
-from quota.errors import DraquotaError
+from quota.decision import Decision, PlacementLike, Placer
 from quota.settings import Settings
-from quota.usage import Usage
-from quota.workloads import WORKLOAD_KINDS, as_workload
 from webhook.admission import AdmissionRequest, BadReview, Outcome, parse_review, review_response
-from webhook.backend import Backend, Ledger, reservation_holder, valid_reservation_id
-from webhook.metrics import Metrics
-from webhook.mutation import pod_patch
+from webhook.admit import Admission
+from webhook.backend import Backend, Ledger
+from webhook.metrics import Metrics, queue_label, reason_label, resource_label
+from webhook.runner import AdmissionRunner
 
-__all__ = ["MAX_BODY_BYTES", "PLACEMENT_KINDS", "Admission", "CachedPlacer", "create_app"]
+__all__ = ["MAX_BODY_BYTES", "PLACEMENT_KINDS", "CachedPlacer", "create_app"]
 
 MAX_BODY_BYTES = 3 * 1024 * 1024
 
@@ -56,8 +49,8 @@ class CachedPlacer:
     A placement depends on the claims and the cluster's devices, never on quota
     usage (admitted pods hold quota, not devices), so pods stamped from the same
     templates — every replica of a Job or Deployment — share one answer per
-    revision of PLACEMENT_KINDS. The cache is dropped whole on a new revision
-    and bounded in size.
+    revision of PLACEMENT_KINDS, whatever they name their claim entries. The cache
+    is dropped whole on a new revision and bounded in size.
     """
 
     def __init__(self, placer: Placer, state: ClusterState, size: int = 4096) -> None:
@@ -72,8 +65,13 @@ class CachedPlacer:
         self, claims: Sequence[PodClaim], node_labels: Mapping[str, str] | None
     ) -> PlacementLike:
         revision = self.state.revision(*PLACEMENT_KINDS)
+        # Keyed by what the claims are (their template or claim), not by the pod's entry
+        # names: pods cannot vary a key (and evict others) without new cluster objects.
         key = (
-            tuple((c.namespace, c.entry, c.template, c.claim) for c in claims),
+            tuple(
+                (c.namespace, c.template, c.claim) if c.template or c.claim else (c.entry,)
+                for c in claims
+            ),
             tuple(sorted(node_labels.items())) if node_labels is not None else None,
         )
         cache = self._cache
@@ -91,182 +89,13 @@ class CachedPlacer:
         return placement
 
 
-def _labels_and_annotations(obj: Mapping[str, Any] | None) -> tuple[Any, Any]:
-    metadata = (obj or {}).get("metadata")
-    if not isinstance(metadata, Mapping):
-        return None, None
-    labels = metadata.get("labels")
-    annotations = metadata.get("annotations")
-    return (
-        labels.get(QUEUE_LABEL) if isinstance(labels, Mapping) else None,
-        annotations.get(CHARGE_ANNOTATION) if isinstance(annotations, Mapping) else None,
-    )
+def _deny(code: int, reason: str, message: str) -> Outcome:
+    return Outcome(False, code=code, reason=reason, message=message)
 
 
-def _with_namespace(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
-    """The object as decided: the request namespace fills a missing metadata.namespace."""
-    metadata = obj.get("metadata")
-    if namespace and isinstance(metadata, Mapping) and not metadata.get("namespace"):
-        return {**obj, "metadata": {**metadata, "namespace": namespace}}
-    return obj
-
-
-def _deny(code: int, reason: str, message: str, warnings: tuple[str, ...] = ()) -> Outcome:
-    return Outcome(False, code=code, reason=reason, message=message, warnings=warnings)
-
-
-class Admission:
-    """Turns one AdmissionRequest into an Outcome; synchronous, called per request."""
-
-    def __init__(
-        self,
-        backend: Backend,
-        ledger: Ledger,
-        settings: Settings,
-        placer: Placer | None = None,
-    ) -> None:
-        self.backend = backend
-        self.ledger = ledger
-        self.settings = settings
-        self.placer = placer
-
-    def review(self, req: AdmissionRequest, mutating: bool) -> tuple[Outcome, Decision | None]:
-        """The answer to a request, and the decision behind it (None when none was needed)."""
-        if req.operation in ("DELETE", "CONNECT") or req.sub_resource:
-            return Outcome(True), None
-        if req.kind not in WORKLOAD_KINDS:
-            return Outcome(True), None
-        assert req.object is not None
-        obj = _with_namespace(req.object, req.namespace)
-        if req.kind == "Pod" and req.operation == "UPDATE":
-            # needs no cluster view: finalizer removal must pass even while caches are stale
-            return self._pod_update(req, obj), None
-        ready, why = self.backend.ready()
-        if not ready:
-            return _deny(403, "NotReady", f"draquota cannot decide now: {why}"), None
-        stamp = _stamp(req, obj) if not mutating and req.kind == "Pod" else None
-        reservation = self._reservation_id(req, obj, mutating, stamp)
-        decision = self._decide(obj, req, reservation, dry_run=req.dry_run or mutating)
-        if not decision.allowed:
-            code = decision.code if decision.code >= 400 else 403
-            return _deny(code, decision.reason, decision.message, decision.warnings), decision
-        if mutating:
-            patch = tuple(pod_patch(req.object, decision)) if req.kind == "Pod" else ()
-            return Outcome(True, warnings=decision.warnings, patch=patch), decision
-        mismatch = self._stamped_charge_mismatch(req, stamp, decision)
-        if mismatch:
-            self.ledger.release(reservation)
-            return _deny(403, "ChargeMismatch", mismatch, decision.warnings), decision
-        return Outcome(True, warnings=decision.warnings), decision
-
-    def _decide(
-        self, obj: Mapping[str, Any], req: AdmissionRequest, reservation: str, dry_run: bool
-    ) -> Decision:
-        def evaluate(usage: Usage) -> Decision:
-            return decide(
-                obj,
-                self.backend.state,
-                usage,
-                self.settings,
-                self.placer,
-                operation=req.operation,
-                reservation=reservation,
-            )
-
-        decision = self.ledger.admit(reservation, evaluate, dry_run)
-        if not decision.allowed and self._fetch_missing(obj):
-            decision = self.ledger.admit(reservation, evaluate, dry_run)
-        return decision
-
-    def _fetch_missing(self, obj: Mapping[str, Any]) -> bool:
-        """One GET per claim or template the cache does not hold; True if any was found."""
-        try:
-            workload = as_workload(obj)
-        except DraquotaError:
-            return False
-        found = False
-        for kind, namespace, name in sorted(claim_references(workload.pod)):
-            if self.backend.state.get(kind, namespace, name) is not None:
-                continue
-            fetched = self.backend.fetch(kind, namespace, name)
-            if fetched is not None:
-                self.backend.state.upsert(fetched)
-                found = True
-        return found
-
-    def _reservation_id(
-        self, req: AdmissionRequest, obj: Mapping[str, Any], mutating: bool, stamp: _Stamp | None
-    ) -> str:
-        """Mutating: this request's uid (stamped into the charge annotation). Validating a pod:
-        the stamped id bound to the pod's name, which the pod confirms once it exists."""
-        own = req.uid if valid_reservation_id(req.uid) else _digest_id(req.uid)
-        if mutating or req.kind != "Pod":
-            return own
-        metadata = obj.get("metadata") or {}
-        name = metadata.get("name") or req.name
-        if not isinstance(name, str) or not name:
-            return own
-        namespace = metadata.get("namespace") or req.namespace or "default"
-        stamped = stamp.charge.reservation if stamp is not None and stamp.charge else ""
-        reservation = stamped if valid_reservation_id(stamped) else own
-        return reservation_holder(reservation, f"{namespace}/{name}")
-
-    def _stamped_charge_mismatch(
-        self, req: AdmissionRequest, stamp: _Stamp | None, decision: Decision
-    ) -> str:
-        if stamp is None or decision.charge is None:
-            return ""
-        recorded = stamp.charge
-        same = recorded is not None and recorded == dataclasses.replace(
-            decision.charge, reservation=recorded.reservation
-        )
-        if same:
-            return ""
-        return (
-            f"{req.ref}: metadata.annotations[{CHARGE_ANNOTATION}]: does not match the charge "
-            "draquota computes now (the quota changed during admission, or the annotation was "
-            "edited): submit the pod again"
-        )
-
-    def _pod_update(self, req: AdmissionRequest, obj: Mapping[str, Any]) -> Outcome:
-        """A pod keeps its charge: its queue label and charge record cannot change."""
-        new_label, new_charge = _labels_and_annotations(obj)
-        old_label, old_charge = _labels_and_annotations(req.old_object)
-        if new_label != old_label:
-            return _deny(
-                403,
-                "QueueLabelImmutable",
-                f"{req.ref}: metadata.labels[{QUEUE_LABEL}]: cannot be changed on an existing pod",
-            )
-        if new_charge != old_charge:
-            return _deny(
-                403,
-                "ChargeAnnotationImmutable",
-                f"{req.ref}: metadata.annotations[{CHARGE_ANNOTATION}]: is set by draquota at "
-                "creation and cannot be changed",
-            )
-        return Outcome(True)
-
-
-@dataclass(frozen=True)
-class _Stamp:
-    """A charge annotation found on a pod under validation (charge None: unparseable)."""
-
-    charge: Charge | None
-
-
-def _stamp(req: AdmissionRequest, obj: Mapping[str, Any]) -> _Stamp | None:
-    _, annotation = _labels_and_annotations(obj)
-    if annotation is None:
-        return None
-    try:
-        return _Stamp(Charge.from_annotation(annotation, req.ref))
-    except (DraquotaError, TypeError):
-        return _Stamp(None)
-
-
-def _digest_id(text: str) -> str:
-    return "uid-" + hashlib.sha256(text.encode()).hexdigest()[:32]
+def _client_cert(request: Request) -> bool:
+    tls = request.scope.get("extensions", {}).get("tls") or {}
+    return tls.get("client_cert_name") is not None
 
 
 def _json(status: int, document: Any) -> Response:
@@ -301,12 +130,20 @@ def create_app(
     metrics: Metrics | None = None,
     certs_ready: Callable[[], bool] = lambda: True,
     max_body_bytes: int = MAX_BODY_BYTES,
+    require_client_cert: bool = False,
 ) -> FastAPI:
-    """The webhook app over this cluster view and ledger (SPEC §6)."""
+    """The webhook app over this cluster view and ledger (SPEC §6).
+
+    With `require_client_cert`, /mutate and /validate answer only TLS peers that
+    presented a verified client certificate (the API server's, see
+    docs/operations.md): nobody else can make draquota hold quota.
+    """
     metrics = metrics or Metrics()
     metrics.watch(backend, ledger)
     admission = Admission(backend, ledger, settings, placer)
-    offload = getattr(backend, "blocking_io", True) or getattr(ledger, "blocking_io", True)
+    # Every decision runs off the event loop, at most admission_workers at once, and is
+    # answered by its deadline: the loop stays free for handshakes, probes and scrapes.
+    runner = AdmissionRunner(settings.admission_workers, settings.admission_deadline_seconds)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -315,15 +152,27 @@ def create_app(
             yield
         finally:
             backend.stop()
+            runner.shutdown()
 
     app = FastAPI(
         title="draquota", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None
     )
     app.state.admission = admission
     app.state.metrics = metrics
+    app.state.runner = runner
 
     async def handle(request: Request, endpoint: str) -> Response:
         started = time.perf_counter()
+        deadline_start = runner.clock()
+        if require_client_cert and not _client_cert(request):
+            metrics.bad_requests.labels(endpoint, "403").inc()
+            return _json(
+                403,
+                {
+                    "error": "a client certificate signed by the configured CA is required",
+                    "code": 403,
+                },
+            )
         body = await _read_body(request, max_body_bytes)
         if isinstance(body, Response):
             metrics.bad_requests.labels(endpoint, str(body.status_code)).inc()
@@ -341,16 +190,36 @@ def create_app(
         mutating = endpoint == "mutate"
         decision: Decision | None = None
         try:
-            if offload:
-                outcome, decision = await run_in_threadpool(admission.review, req, mutating)
+            answered, result = await runner.run(deadline_start, admission.review, req, mutating)
+            if answered and result is not None:
+                outcome, decision = result
             else:
-                outcome, decision = admission.review(req, mutating)
+                log.warning(
+                    "admission deadline passed", extra={"uid": req.uid, "endpoint": endpoint}
+                )
+                outcome = _deny(
+                    403,
+                    "DeadlineExceeded",
+                    f"{req.ref}: draquota could not decide within its deadline of "
+                    f"{runner.deadline:g}s ({runner.busy()} of {runner.workers} workers busy): "
+                    "submit again",
+                )
         except Exception as exc:
             log.exception("admission failed", extra={"uid": req.uid, "endpoint": endpoint})
             outcome = _deny(403, "InternalError", f"{req.ref}: draquota failed to decide: {exc}")
         document = review_response(req.uid, outcome, mutating)
         try:
-            _record(metrics, endpoint, req, outcome, decision, time.perf_counter() - started)
+            _record(
+                metrics,
+                endpoint,
+                req,
+                outcome,
+                decision,
+                time.perf_counter() - started,
+                lambda namespace, name: (
+                    backend.state.get("LocalQueue", namespace, name) is not None
+                ),
+            )
         except Exception:
             log.exception("recording the admission failed", extra={"uid": req.uid})
         return Response(orjson.dumps(document), media_type="application/json")
@@ -367,6 +236,10 @@ def create_app(
 
     @app.get("/healthz")
     async def healthz() -> Response:
+        # Alive unless the admission path has been wedged for long: then a restart is the fix.
+        stuck, why = runner.stuck()
+        if stuck:
+            return _json(503, {"status": "stuck", "reason": why})
         return _json(200, {"status": "ok"})
 
     @app.get("/readyz")
@@ -374,11 +247,15 @@ def create_app(
         ready, why = backend.ready()
         if ready and not certs_ready():
             ready, why = False, "serving certificate not loaded"
+        if ready:
+            wedged, reason = runner.wedged()
+            ready, why = (False, reason) if wedged else (ready, why)
         return _json(200 if ready else 503, {"ready": ready, "reason": why})
 
     @app.get("/metrics")
     async def prometheus() -> Response:
-        return Response(metrics.render(), media_type=metrics.content_type)
+        # Rendering reads usage under the ledger's lock: never on the event loop.
+        return Response(await runner.side(metrics.render), media_type=metrics.content_type)
 
     return app
 
@@ -390,6 +267,7 @@ def _record(
     outcome: Outcome,
     decision: Decision | None,
     elapsed: float,
+    queue_exists: Callable[[str, str], bool] = lambda _namespace, _name: False,
 ) -> None:
     queue = ""
     if decision is not None and decision.charge is not None:
@@ -398,7 +276,13 @@ def _record(
         queue = f"{req.namespace or 'default'}/{decision.queue_name}"
     reason = outcome.reason or (decision.reason if decision else "") or "Allowed"
     metrics.observe_latency(endpoint, elapsed)
-    metrics.decisions.labels(endpoint, queue, req.resource, reason, str(outcome.allowed)).inc()
+    metrics.decisions.labels(
+        endpoint,
+        queue_label(queue, queue_exists),
+        resource_label(req.resource),
+        reason_label(reason),
+        str(outcome.allowed),
+    ).inc()
     level = logging.DEBUG if outcome.allowed else logging.INFO
     if log.isEnabledFor(level):
         log.log(

@@ -1,69 +1,42 @@
 """The cluster view and the reservation ledger behind one interface each.
 
 `Backend` keeps a `ClusterState` current; `Ledger` turns decisions into
-reservations atomically so that concurrent admissions never over-admit. This
-module holds the protocols and the embedded implementations used by
-`draquota serve --state DIR`: `StateDirBackend` (a directory of manifests,
-optionally watched by polling mtimes) and `MemoryLedger` (an in-process lock).
-The live-cluster implementations live in `webhook.kube`.
+admission records atomically so that concurrent admissions never over-admit.
+Records are keyed by the pod's UID, which the API server sets before it asks
+the validating webhook and which no user can choose. This module holds the
+protocols and the embedded implementations used by `draquota serve --state DIR`:
+`StateDirBackend` (a directory of manifests, optionally watched by polling
+mtimes) and `MemoryLedger` (an in-process lock). The live-cluster
+implementations live in `webhook.kube`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from quota.charge import CHARGE_ANNOTATION, Charge, FlavorResource
-from quota.claims import claim_references
+from quota.charge import Charge
 from quota.cluster import ClusterState, Obj
 from quota.decision import Decision
 from quota.errors import DraquotaError
-from quota.quantity import INT64_MAX
 from quota.settings import Settings
-from quota.usage import Usage, live_pod_charge, usage_from_pods
+from quota.usage import Usage
+from webhook.podusage import PodUsage
 from webhook.state import MANIFEST_SUFFIXES, load_state
 
 __all__ = [
-    "CHARGE_KINDS",
-    "CLAIM_KINDS",
-    "QUEUE_KINDS",
     "Backend",
-    "IndexedUsage",
     "Ledger",
     "MemoryLedger",
     "StateDirBackend",
-    "pod_reservation",
-    "reservation_holder",
     "valid_reservation_id",
 ]
 
 log = logging.getLogger("draquota.backend")
-
-# Kinds every pod's charge depends on: a change to one of them rebuilds usage from all pods.
-QUEUE_KINDS = (
-    "ClusterQueue",
-    "LocalQueue",
-    "ResourceFlavor",
-    "Namespace",
-    "DeviceClass",
-)
-# Kinds a pod's charge depends on through its own claims: a change recharges the pods using them.
-CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
-CHARGE_KINDS = QUEUE_KINDS + CLAIM_KINDS
-
-_Ref = tuple[str, str | None, str]
-_T = TypeVar("_T")
-
-
-def _claim_refs(pod: Obj) -> set[_Ref]:
-    """The claims and templates a pod's charge reads (entries and generated claims)."""
-    return set(claim_references(pod, generated=True))
 
 
 @runtime_checkable
@@ -87,48 +60,35 @@ class Backend(Protocol):
 
 @runtime_checkable
 class Ledger(Protocol):
-    """Usage of live pods plus outstanding reservations, updated atomically."""
+    """Usage of live pods plus admissions in flight, updated atomically."""
 
     def usage(self) -> Usage: ...
 
     def admit(
-        self, reservation: str, evaluate: Callable[[Usage], Decision], dry_run: bool
+        self,
+        uid: str,
+        evaluate: Callable[[Usage], Decision],
+        dry_run: bool,
+        pod: str = "",
+        existing: bool = False,
     ) -> Decision:
-        """Evaluate against current usage; when allowed and not dry_run, hold the charge."""
+        """Evaluate against current usage without the pod's own holders; when allowed and not
+        dry_run, record the charge as pod `uid`'s admitted charge (`pod`: its `ns/name`;
+        `existing`: the pod exists and is re-checked, e.g. a resize)."""
         ...
 
-    def release(self, reservation: str) -> None: ...
+    def record(self, uid: str) -> Charge | None:
+        """The admission record of the pod with this UID."""
+        ...
+
+    def users(self, kind: str, namespace: str, name: str) -> list[Obj]:
+        """Cached pods whose charge reads this claim or template."""
+        ...
 
 
 def valid_reservation_id(value: str) -> bool:
-    """A reservation id must never collide with a pod holder (`ns/name`)."""
+    """A record id (a pod UID) can never be mistaken for a pod holder (`ns/name`)."""
     return 0 < len(value) <= 128 and "/" not in value and value.isprintable()
-
-
-def reservation_holder(reservation: str, pod_key: str) -> str:
-    """The ledger id of one pod's reservation: the admission's reservation id bound to the pod.
-
-    The id in a charge annotation can be copied into other pods (`kubectl get -o yaml` and
-    create again); bound to the pod's `ns/name`, copies never share, confirm or release
-    each other's reservations, and a retried admission of the same pod reuses its own.
-    """
-    digest = hashlib.sha256(pod_key.encode()).hexdigest()[:16]
-    return f"{reservation[:96]}:{digest}"
-
-
-def pod_reservation(pod: Mapping[str, Any]) -> str | None:
-    """The ledger id a live pod confirms: its annotation's reservation bound to the pod."""
-    metadata = pod.get("metadata") or {}
-    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
-    text = annotations.get(CHARGE_ANNOTATION) if isinstance(annotations, Mapping) else None
-    if not isinstance(text, str):
-        return None
-    key = _pod_key(pod)
-    try:
-        reservation = Charge.from_annotation(text, key).reservation
-    except DraquotaError:
-        return None
-    return reservation_holder(reservation, key) if reservation else None
 
 
 def _signature(root: Path) -> tuple[tuple[str, int, int], ...]:
@@ -217,163 +177,13 @@ class StateDirBackend:
                 log.exception("state watch failed")
 
 
-_Shared = dict[tuple[str, FlavorResource], Counter[int]]
-
-
-def _apply(
-    totals: dict[FlavorResource, int],
-    shared: Callable[[tuple[str, FlavorResource]], Counter[int]],
-    charge: Charge,
-    sign: int,
-) -> None:
-    """Add (sign 1) or take back (sign -1) one charge's contribution to a queue's index."""
-    for key, value in charge.flavor_usage().items():
-        totals[key] = totals.get(key, 0) + sign * value
-        if not totals[key]:
-            del totals[key]
-    for claim, amounts in charge.shared_flavor_usage().items():
-        for key, value in amounts.items():
-            counts = shared((claim, key))
-            counts[value] += sign
-            if counts[value] <= 0:
-                del counts[value]
-
-
-def _sum(totals: Mapping[FlavorResource, int], shared: Mapping[Any, Counter[int]]) -> dict:
-    total = dict(totals)
-    for (_, key), amounts in shared.items():
-        if amounts:
-            total[key] = total.get(key, 0) + max(amounts)
-    return {key: min(value, INT64_MAX) for key, value in sorted(total.items())}
-
-
-class IndexedUsage(Usage):
-    """Usage with per-queue totals kept on add/remove, so `of()` costs O(resources of a queue).
-
-    `Usage.of` sums every holder per call; with thousands of live pods and
-    reservations that would be the hot path's cost. This index gives the same
-    answers: per-pod parts are summed, and each shared claim counts once per queue
-    at the largest amount any holder records for it (a multiset of amounts keeps
-    removal exact). Saturation at int64 is applied when read, so removal never
-    drifts. `copy()` is a copy-on-write overlay (O(1)), valid while this usage is
-    not modified — the decision takes one inside the ledger's lock; `snapshot()`
-    is an independent copy.
-    """
-
-    def __init__(self, charges: Mapping[str, Charge] | None = None) -> None:
-        self._totals: dict[str, dict[FlavorResource, int]] = {}
-        self._shared: dict[str, _Shared] = {}
-        super().__init__()
-        for holder, charge in (charges or {}).items():
-            self.add(holder, charge)
-
-    @classmethod
-    def of_usage(cls, usage: Usage) -> IndexedUsage:
-        """An indexed, independent copy of any Usage."""
-        charges = {h: c for h in usage.holders() if (c := usage.charge_of(h)) is not None}
-        return cls(charges)
-
-    def add(self, holder: str, charge: Charge) -> None:
-        self.remove(holder)
-        super().add(holder, charge)
-        self._index(charge, 1)
-
-    def remove(self, holder: str) -> None:
-        old = self.charge_of(holder)
-        if old is not None:
-            super().remove(holder)
-            self._index(old, -1)
-
-    def of(self, cluster_queue: str) -> dict[FlavorResource, int]:
-        return _sum(self._totals.get(cluster_queue, {}), self._shared.get(cluster_queue, {}))
-
-    def shared_claims(self, cluster_queue: str) -> set[tuple[str, FlavorResource]]:
-        return set(self._shared.get(cluster_queue, {}))
-
-    def copy(self) -> Usage:
-        return _Overlay(self)
-
-    def snapshot(self) -> IndexedUsage:
-        return IndexedUsage.of_usage(self)
-
-    def _index(self, charge: Charge, sign: int) -> None:
-        shared = self._shared.setdefault(charge.cluster_queue, {})
-        _apply(
-            self._totals.setdefault(charge.cluster_queue, {}),
-            lambda key: shared.setdefault(key, Counter()),
-            charge,
-            sign,
-        )
-        for key in [key for key, counts in shared.items() if not counts]:
-            del shared[key]
-
-
-class _Overlay(Usage):
-    """Changes on top of an IndexedUsage that must stay unmodified while the overlay lives."""
-
-    def __init__(self, base: IndexedUsage) -> None:
-        super().__init__()
-        self._base = base
-        self._removed: dict[str, Charge] = {}
-        self._added: dict[str, Charge] = {}
-
-    def add(self, holder: str, charge: Charge) -> None:
-        self.remove(holder)
-        self._added[holder] = charge
-
-    def remove(self, holder: str) -> None:
-        if self._added.pop(holder, None) is not None:
-            return
-        base = self._base.charge_of(holder)
-        if base is not None:
-            self._removed.setdefault(holder, base)
-
-    def charge_of(self, holder: str) -> Charge | None:
-        if holder in self._added:
-            return self._added[holder]
-        return None if holder in self._removed else self._base.charge_of(holder)
-
-    def holders(self) -> set[str]:
-        return (self._base.holders() - set(self._removed)) | set(self._added)
-
-    def _queue(self, cluster_queue: str) -> tuple[dict[FlavorResource, int], _Shared]:
-        totals = dict(self._base._totals.get(cluster_queue, {}))
-        base_shared = self._base._shared.get(cluster_queue, {})
-        shared: _Shared = dict(base_shared)
-        touched: set[tuple[str, FlavorResource]] = set()
-
-        def counts(key: tuple[str, FlavorResource]) -> Counter[int]:
-            if key not in touched:
-                touched.add(key)
-                shared[key] = Counter(base_shared.get(key, Counter()))
-            return shared[key]
-
-        for sign, changes in ((-1, self._removed), (1, self._added)):
-            for charge in changes.values():
-                if charge.cluster_queue == cluster_queue:
-                    _apply(totals, counts, charge, sign)
-        return totals, {key: value for key, value in shared.items() if value}
-
-    def of(self, cluster_queue: str) -> dict[FlavorResource, int]:
-        return _sum(*self._queue(cluster_queue))
-
-    def shared_claims(self, cluster_queue: str) -> set[tuple[str, FlavorResource]]:
-        return set(self._queue(cluster_queue)[1])
-
-    def copy(self) -> Usage:
-        return IndexedUsage({h: c for h in self.holders() if (c := self.charge_of(h)) is not None})
-
-
 class MemoryLedger:
-    """The embedded ledger: usage kept incrementally behind one in-process lock.
+    """The embedded ledger: admission records in memory, behind one in-process lock.
 
-    Usage = live pods' recomputed charges + outstanding reservations. Pod changes
-    are applied per pod (the hot path never re-scans all pods); a change to a kind
-    charges depend on (queues, claims, classes) rebuilds usage once. A reservation
-    is released when a pod carrying its id in the charge annotation appears, or
-    after `settings.reservation_ttl_seconds`. Per admission: O(1) amortised
-    bookkeeping plus the decision itself; pod changes cost O(changed pods), read from
-    `ClusterState.changed_since`.
+    Usage = live pods (each charged the larger of its record and its claims now)
+    + admissions whose pods have not appeared yet. A record lives while its pod
+    holds quota; an admission whose pod never appears stops counting after
+    `settings.reservation_ttl_seconds`.
     """
 
     blocking_io = False
@@ -383,173 +193,81 @@ class MemoryLedger:
         state: ClusterState,
         settings: Settings,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ) -> None:
-        self._state = state
         self._settings = settings
         self._clock = clock
         self._lock = threading.RLock()
-        # reservation id -> (expires at, charge); insertion order is expiry order (constant ttl)
-        self._reservations: dict[str, tuple[float, Charge]] = {}
-        self._pods: dict[str, Obj] = {}
-        self._pod_revision: tuple[int, ...] = ()
-        self._queue_revision: tuple[int, ...] = ()
-        self._claim_revisions: dict[str, int] = {}
-        self._users: dict[
-            _Ref, set[str]
-        ] = {}  # claim or template -> pod keys whose charge reads it
-        self._usage = IndexedUsage()
-        self._rebuild()
+        self._pods = PodUsage(state, settings, wall)
+        # uid -> expiry of admissions whose pods are unseen; insertion order is expiry order
+        self._expiry: dict[str, float] = {}
 
     def usage(self) -> Usage:
         with self._lock:
             self._sync()
-            return self._usage.snapshot()
-
-    def with_usage(self, read: Callable[[Usage], _T]) -> _T:
-        """Call `read` with a copy-on-write view of the usage (O(1), unlike `usage()`, which
-        copies every holder); the view is valid only inside the call, which holds the lock."""
-        with self._lock:
-            self._sync()
-            return read(self._usage.copy())
+            return self._pods.usage.snapshot()
 
     def reservations(self) -> dict[str, Charge]:
-        """Outstanding reservations (a snapshot)."""
+        """Admissions whose pods have not appeared yet (a snapshot)."""
         with self._lock:
             self._sync()
-            return {rid: charge for rid, (_, charge) in self._reservations.items()}
+            return self._pods.reserved()
+
+    def records(self) -> dict[str, Charge]:
+        """Admission records by pod UID (a snapshot)."""
+        with self._lock:
+            self._sync()
+            return dict(self._pods.records())
+
+    def record(self, uid: str) -> Charge | None:
+        """The admission record of the pod with this UID."""
+        with self._lock:
+            self._sync()
+            return self._pods.records().get(uid)
+
+    def users(self, kind: str, namespace: str, name: str) -> list[Obj]:
+        """Cached pods whose charge reads this claim or template."""
+        with self._lock:
+            self._sync()
+            return self._pods.users(kind, namespace, name)
 
     def admit(
-        self, reservation: str, evaluate: Callable[[Usage], Decision], dry_run: bool
+        self,
+        uid: str,
+        evaluate: Callable[[Usage], Decision],
+        dry_run: bool,
+        pod: str = "",
+        existing: bool = False,
     ) -> Decision:
-        if not valid_reservation_id(reservation):
-            raise ValueError(f"invalid reservation id {reservation!r:.80}")
+        if not valid_reservation_id(uid):
+            raise ValueError(f"invalid admission id {uid!r:.80}")
         with self._lock:
             self._sync()
-            if dry_run:
-                return evaluate(self._usage)
-            # A retried request must not count against itself.
-            if self._reservations.pop(reservation, None) is not None:
-                self._usage.remove(reservation)
-            decision = evaluate(self._usage)
-            if decision.allowed and decision.charge is not None:
-                expires = self._clock() + self._settings.reservation_ttl_seconds
-                self._usage.add(reservation, decision.charge)
-                self._reservations[reservation] = (expires, decision.charge)
+            view = self._pods.usage.copy()
+            view.remove(uid)
+            if existing and pod:
+                view.remove(pod)
+            decision = evaluate(view)
+            if dry_run or not decision.allowed or decision.charge is None:
+                return decision
+            self._pods.set_record(uid, decision.charge)
+            if not existing:
+                self._pods.reserve(uid, decision.charge)
+                self._expiry.pop(uid, None)
+                self._expiry[uid] = self._clock() + self._settings.reservation_ttl_seconds
             return decision
 
-    def release(self, reservation: str) -> None:
-        with self._lock:
-            if self._reservations.pop(reservation, None) is not None:
-                self._usage.remove(reservation)
-
     def _sync(self) -> None:
-        if self._state.revision(*QUEUE_KINDS) != self._queue_revision:
-            self._rebuild()
-        else:
-            if self._state.revision("Pod") != self._pod_revision:
-                self._apply_pod_changes()
-            for kind in CLAIM_KINDS:
-                if self._state.revision(kind)[0] != self._claim_revisions.get(kind, 0):
-                    self._apply_claim_changes(kind)
-        self._expire()
-
-    def _rebuild(self) -> None:
-        self._queue_revision = self._state.revision(*QUEUE_KINDS)
-        self._claim_revisions = {kind: self._state.revision(kind)[0] for kind in CLAIM_KINDS}
-        self._pod_revision = self._state.revision("Pod")
-        self._usage = IndexedUsage.of_usage(usage_from_pods(self._state, self._settings))
-        self._pods = {}
-        self._users = {}
-        for pod in self._state.list("Pod"):
-            key = _pod_key(pod)
-            self._pods[key] = pod
-            self._track_refs(key, pod)
-            self._release_for(pod)
-        for rid, (_, charge) in self._reservations.items():
-            self._usage.add(rid, charge)
-
-    def _apply_claim_changes(self, kind: str) -> None:
-        seen = self._claim_revisions.get(kind, 0)
-        self._claim_revisions[kind] = self._state.revision(kind)[0]
-        changed = self._state.changed_since(kind, seen)
-        if changed is None:
-            self._rebuild()
-            return
-        for namespace, name in changed:
-            for key in sorted(self._users.get((kind, namespace, name), ())):
-                pod = self._pods.get(key)
-                if pod is not None:
-                    self._charge_pod(key, pod)
-
-    def _track_refs(self, key: str, pod: Obj) -> None:
-        for ref in _claim_refs(pod):
-            self._users.setdefault(ref, set()).add(key)
-
-    def _apply_pod_changes(self) -> None:
-        """Recharge the pods changed since the last look: from the state's journal, O(changes);
-        by comparing every pod only when the journal cannot tell (a relist)."""
-        seen = self._pod_revision[0] if self._pod_revision else 0
-        self._pod_revision = self._state.revision("Pod")
-        changed = self._state.changed_since("Pod", seen)
-        if changed is None:
-            current = {_pod_key(pod): pod for pod in self._state.list("Pod")}
-            for key in self._pods.keys() - current.keys():
-                self._pod_changed(key, None)
-            for key, pod in current.items():
-                self._pod_changed(key, pod)
-            return
-        for namespace, name in changed:
-            self._pod_changed(
-                f"{namespace or 'default'}/{name}", self._state.get("Pod", namespace, name)
-            )
-
-    def _pod_changed(self, key: str, pod: Obj | None) -> None:
-        if pod is not None and self._pods.get(key) is pod:
-            return
-        self._untrack(key)
-        if pod is None:
-            self._pods.pop(key, None)
-            self._usage.remove(key)
-            return
-        self._pods[key] = pod
-        self._track_refs(key, pod)
-        self._charge_pod(key, pod)
-
-    def _untrack(self, key: str) -> None:
-        old = self._pods.get(key)
-        for ref in _claim_refs(old) if old is not None else ():
-            users = self._users.get(ref)
-            if users is not None:
-                users.discard(key)
-                if not users:
-                    del self._users[ref]
-
-    def _charge_pod(self, key: str, pod: Obj) -> None:
-        self._usage.remove(key)
-        try:
-            charge = live_pod_charge(pod, self._state, self._settings)
-        except DraquotaError as exc:
-            log.warning("cannot charge live pod", extra={"pod": key, "error": str(exc)})
-            charge = None
-        if charge is not None:
-            self._usage.add(key, charge)
-        self._release_for(pod)
-
-    def _release_for(self, pod: Obj) -> None:
-        holder = pod_reservation(pod)
-        if holder and self._reservations.pop(holder, None) is not None:
-            self._usage.remove(holder)
-
-    def _expire(self) -> None:
+        self._pods.sync()
         now = self._clock()
-        while self._reservations:
-            rid, (expires, _) = next(iter(self._reservations.items()))
-            if expires > now:
-                return
-            del self._reservations[rid]
-            self._usage.remove(rid)
-
-
-def _pod_key(pod: Obj) -> str:
-    metadata = pod.get("metadata") or {}
-    return f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
+        while self._expiry:
+            uid, expires = next(iter(self._expiry.items()))
+            if self._pods.is_reserved(uid) and expires > now:
+                break
+            del self._expiry[uid]
+            if self._pods.is_reserved(uid):  # its pod never came
+                self._pods.unreserve(uid)
+                self._pods.set_record(uid, None)
+        departed = self._pods.drain_departed()
+        if departed:
+            self._pods.update_records(dict.fromkeys(departed))

@@ -15,9 +15,10 @@ from typing import Any
 from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge
 from quota.decision import Decision
 from quota.errors import InvalidObject
+from quota.workloads import WORKLOAD_KINDS
 from webhook.types import PatchOp
 
-__all__ = ["escape_pointer", "pod_patch", "same_charge"]
+__all__ = ["escape_pointer", "pod_patch", "same_charge", "workload_patch"]
 
 
 def escape_pointer(key: str) -> str:
@@ -53,12 +54,23 @@ def _set_entries(
     return ops
 
 
+def _strip_charge(metadata: Mapping[str, Any]) -> list[PatchOp]:
+    """A charge annotation on a pod draquota does not manage is someone's forgery: remove it."""
+    annotations = metadata.get("annotations")
+    if isinstance(annotations, Mapping) and CHARGE_ANNOTATION in annotations:
+        path = f"/metadata/annotations/{escape_pointer(CHARGE_ANNOTATION)}"
+        return [{"op": "remove", "path": path}]
+    return []
+
+
 def pod_patch(pod: Mapping[str, Any], decision: Decision) -> list[PatchOp]:
     """The operations that bring `pod` in line with an allowing decision (empty when it is)."""
-    if not decision.allowed or decision.charge is None:
-        return []
     metadata = pod.get("metadata")
     metadata = metadata if isinstance(metadata, Mapping) else {}
+    if not decision.allowed:
+        return []
+    if decision.charge is None:
+        return _strip_charge(metadata)
     spec = pod.get("spec")
     spec = spec if isinstance(spec, Mapping) else {}
     ops: list[PatchOp] = []
@@ -85,3 +97,29 @@ def pod_patch(pod: Mapping[str, Any], decision: Decision) -> list[PatchOp]:
         overwrite=False,
     )
     return ops
+
+
+def _at(obj: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        obj = obj.get(key) if isinstance(obj, Mapping) else None
+    return obj
+
+
+def workload_patch(obj: Mapping[str, Any], kind: str) -> list[PatchOp]:
+    """A workload labelled with a queue hands the label to its pod template, so that every pod
+    it creates goes to the same LocalQueue whether or not its controller copies labels."""
+    labels = _at(obj, ("metadata", "labels"))
+    queue = labels.get(QUEUE_LABEL) if isinstance(labels, Mapping) else None
+    path = WORKLOAD_KINDS.get(kind, ())
+    template = _at(obj, path)
+    if not isinstance(queue, str) or not queue or not path or not isinstance(template, Mapping):
+        return []
+    pointer = "/" + "/".join(escape_pointer(p) for p in path)
+    metadata = template.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return [
+            {"op": "add", "path": f"{pointer}/metadata", "value": {"labels": {QUEUE_LABEL: queue}}}
+        ]
+    return _set_entries(
+        metadata.get("labels"), f"{pointer}/metadata/labels", {QUEUE_LABEL: queue}, overwrite=True
+    )

@@ -24,12 +24,21 @@ __all__ = ["WebhookServer", "server_context", "webhook_server"]
 
 
 def server_context(
-    cert_dir: Path, reload_interval: float = 2.0
+    cert_dir: Path, reload_interval: float = 2.0, client_ca: Path | None = None
 ) -> tuple[ssl.SSLContext, CertReloader]:
-    """A TLS 1.2+ server context loaded from `cert_dir/tls.crt` and `tls.key`, and its reloader."""
+    """A TLS 1.2+ server context loaded from `cert_dir/tls.crt` and `tls.key`, and its reloader.
+
+    With `client_ca`, a client certificate is asked for and, when presented, must be
+    signed by that CA (the handshake fails otherwise). It stays optional at the TLS
+    level so that kubelet probes (which present none) still reach /healthz and /readyz;
+    the app refuses admission requests without one (`create_app(require_client_cert=)`).
+    """
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.options |= ssl.OP_NO_COMPRESSION
+    if client_ca is not None:
+        context.load_verify_locations(cafile=str(client_ca))
+        context.verify_mode = ssl.CERT_OPTIONAL
     reloader = CertReloader(context, cert_dir, interval=reload_interval)
     reloader.load()
     return context, reloader
@@ -67,6 +76,35 @@ class WebhookServer(uvicorn.Server):
                     transport.abort()
 
 
+class _ClientCertificate:
+    """ASGI middleware for one connection: tells the app whether the TLS peer presented a
+    client certificate that the server context verified (ASGI's `tls` extension)."""
+
+    def __init__(self, app: Any, subject: str | None) -> None:
+        self.app = app
+        self.subject = subject
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            extensions = {**scope.get("extensions", {}), "tls": {"client_cert_name": self.subject}}
+            scope = {**scope, "extensions": extensions}
+        await self.app(scope, receive, send)
+
+
+def _peer_aware(protocol: type[asyncio.Protocol]) -> type[asyncio.Protocol]:
+    class PeerAwareProtocol(protocol):  # type: ignore[misc, valid-type]
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)
+            peer = transport.get_extra_info("peercert")
+            subject = None
+            if peer:
+                names = [v for rdn in peer.get("subject", ()) for k, v in rdn if k == "commonName"]
+                subject = names[0] if names else ""
+            self.app = _ClientCertificate(self.app, subject)
+
+    return PeerAwareProtocol
+
+
 def webhook_server(
     app: Any,
     host: str,
@@ -88,5 +126,6 @@ def webhook_server(
         timeout_keep_alive=30,
     )
     config.load()
+    config.http_protocol_class = _peer_aware(config.http_protocol_class)
     config.ssl = context  # our context, so that the reloader can swap the chain in place
     return WebhookServer(config, reloader)

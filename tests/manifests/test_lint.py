@@ -152,8 +152,11 @@ def test_webhook_rules_cover_pods_and_pod_template_workloads(
                 covered.setdefault((group, resource), set()).update(rule["operations"])
     expected = dict(WORKLOAD_RULES)
     if kind == "ValidatingWebhookConfiguration":
-        # the validating webhook also guards the charge annotation and queue label of pods
+        # the validating webhook also guards the charge annotation and queue label of pods,
+        # resizes, and claims re-created under a name an admitted pod references
         expected[("", "pods")] = {"CREATE", "UPDATE"}
+        expected[("", "pods/resize")] = {"CREATE", "UPDATE"}
+        expected[("resource.k8s.io", "resourceclaims")] = {"CREATE"}
     assert covered == expected
 
 
@@ -179,6 +182,10 @@ def _pod(labels: dict[str, str], annotations: dict[str, str], node: str = "") ->
 OLD = _deployment(1, {"app": "web"}, {})
 CHARGED = {"draquota.io/charge": '{"clusterQueue":"a"}'}
 OLD_POD = _pod({"draquota.io/queue-name": "q"}, CHARGED)
+BIGGER = {
+    **OLD_POD,
+    "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "64"}}}]},
+}
 MATCH_CASES = [
     # (id, operation, object, oldObject, sent to the webhook)
     ("pod-create-without-claims-or-label", "CREATE", {"metadata": {}, "spec": {}}, None, True),
@@ -211,6 +218,8 @@ MATCH_CASES = [
         OLD_POD,
         True,
     ),
+    ("pod-resources-changed", "UPDATE", BIGGER, OLD_POD, True),
+    ("pod-resize", "UPDATE", {**BIGGER, "subResource": "resize"}, OLD_POD, True),
     ("workload-create", "CREATE", OLD, None, True),
     ("workload-spec-change", "UPDATE", _deployment(3, {"app": "web"}, {}), OLD, True),
     (
@@ -239,9 +248,13 @@ def test_match_conditions_skip_only_updates_draquota_cannot_affect(
     kind: str, hook: dict[str, Any], operation: str, obj: dict, old: dict | None, sent: bool
 ) -> None:
     resource = "deployments" if "template" in obj["spec"] else "pods"
+    sub_resource = obj.get("subResource", "")
+    if kind == "MutatingWebhookConfiguration" and resource == "pods" and operation == "UPDATE":
+        return  # its rules never send pod updates (test_webhook_rules_cover_pods_and_...)
     request = {
         "operation": operation,
         "resource": {"resource": resource},
+        "subResource": sub_resource,
         "userInfo": {"username": "system:serviceaccount:x:y"},
     }
     results = [

@@ -131,8 +131,12 @@ def submission_object(sub: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict
         charge = sub["charge"]
         text = charge if isinstance(charge, str) else json.dumps(charge)
         metadata["annotations"] = {CHARGE_ANNOTATION: text}
-    if sub.get("deleting"):
+    if sub.get("deleting"):  # deleted long ago with a 30 s grace period: no longer held
         metadata["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        metadata["deletionGracePeriodSeconds"] = 30
+    if sub.get("terminating"):  # deleted, but inside a day-long grace period: still held
+        metadata["deletionTimestamp"] = "2999-01-01T00:00:00Z"
+        metadata["deletionGracePeriodSeconds"] = 86400
     kind = sub.get("kind", "Pod")
     if kind == "Pod":
         obj: dict[str, Any] = {

@@ -44,3 +44,20 @@ def test_replace_kind_swaps_everything_at_once() -> None:
 def test_objects_without_identity_are_rejected(obj: object) -> None:
     with pytest.raises(InvalidObject):
         ClusterState([obj])  # type: ignore[list-item]
+
+
+def test_status_of_a_queue_alone_is_not_a_new_revision() -> None:
+    queue = {
+        "apiVersion": "draquota.io/v1beta1",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "a", "resourceVersion": "1"},
+        "spec": {"cohort": "x"},
+    }
+    state = ClusterState([queue])
+    before = state.revision("ClusterQueue")
+    written = {**queue, "metadata": {"name": "a", "resourceVersion": "2"}, "status": {"x": 1}}
+    state.upsert(written)
+    assert state.revision("ClusterQueue") == before
+    assert state.get("ClusterQueue", None, "a") is written  # the newest object is served
+    state.upsert({**written, "spec": {"cohort": "y"}})
+    assert state.revision("ClusterQueue") != before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +16,9 @@ from quota.charge import CHARGE_ANNOTATION, Charge
 from quota.claims import PodClaim
 from quota.cluster import ClusterState
 from quota.decision import Decision, decide
+from quota.livepods import usage_from_pods
 from quota.settings import Settings
-from quota.usage import Usage, usage_from_pods
+from quota.usage import Usage
 from tests.quota.queue_builders import scenario_objects, submission_object
 
 FIXTURES = Path(__file__).parent / "fixtures" / "queues"
@@ -69,7 +71,7 @@ def _run(scenario: Mapping[str, Any]) -> list[Decision]:
     objects = scenario_objects(scenario)
     state = ClusterState(objects)
     settings = Settings.from_mapping(scenario.get("settings"))
-    usage = usage_from_pods(state, settings)
+    usage = usage_from_pods(state, settings, time.time())
     decisions = []
     for sub in scenario["submit"]:
         obj, _ = submission_object(sub)
@@ -230,14 +232,15 @@ def _small() -> tuple[dict[str, Any], ClusterState]:
     return pod, ClusterState(scenario_objects(SMALL))
 
 
-def test_retried_admission_does_not_count_its_own_reservation() -> None:
+def test_decide_counts_every_holder_it_is_given() -> None:
+    """Leaving the pod's own record out is the ledger's job, done by UID: a holder under the
+    pod's own name (another pod of that name) still counts."""
     pod, state = _small()
     usage = Usage()
-    first = decide(pod, state, usage, Settings(), reservation="uid-1")
-    assert first.allowed and first.charge is not None and first.charge.reservation == "uid-1"
-    usage.add("uid-1", first.charge)
-    assert decide(pod, state, usage, Settings(), reservation="uid-1").allowed
-    assert not decide(pod, state, usage, Settings(), reservation="uid-2").allowed
+    first = decide(pod, state, usage, Settings())
+    assert first.allowed and first.charge is not None
+    usage.add("team-a/p", first.charge)
+    assert not decide(pod, state, usage, Settings()).allowed
 
 
 def test_update_of_existing_pod_over_quota_is_allowed_with_warning() -> None:
@@ -254,12 +257,15 @@ def test_update_of_existing_pod_over_quota_is_allowed_with_warning() -> None:
     assert any("update allowed" in w for w in update.warnings)
 
 
-def test_delete_and_terminal_pods_are_not_checked() -> None:
+def test_deletes_are_not_checked_but_status_never_exempts_a_pod() -> None:
     pod, state = _small()
     full = Usage({"x": Charge("a", "team-a/default", {"gpus": "default"}, {"gpus": 1})})
     assert decide(pod, state, full, Settings(), operation="DELETE").allowed
+    # the API server resets status and deletion fields on create: they decide nothing
     done = {**pod, "status": {"phase": "Succeeded"}}
-    assert decide(done, state, full, Settings()).reason == "NotManaged"
+    assert decide(done, state, full, Settings()).reason == "QuotaExceeded"
+    deleting = {**pod, "metadata": {**pod["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}}
+    assert decide(deleting, state, full, Settings()).reason == "QuotaExceeded"
 
 
 @pytest.mark.parametrize(
@@ -297,6 +303,24 @@ def test_admitted_charge_round_trips_through_the_annotation() -> None:
     assert Charge.from_annotation(text, "Pod team-a/p") == decision.charge
     stamped = {**pod, "metadata": {**pod["metadata"], "annotations": {CHARGE_ANNOTATION: text}}}
     state.upsert(stamped)
-    rebuilt = usage_from_pods(state, Settings())
+    rebuilt = usage_from_pods(state, Settings(), time.time())
     assert rebuilt.charge_of("team-a/p") == decision.charge
     assert decision.queue_name == "default"
+
+
+def test_denial_of_a_generated_pod_names_its_owner() -> None:
+    pod, state = _small()
+    full = Usage({"x": Charge("a", "team-a/default", {"gpus": "default"}, {"gpus": 4})})
+    metadata = {
+        **pod["metadata"],
+        "generateName": "par4-",
+        "ownerReferences": [{"kind": "Job", "name": "par4", "controller": True}],
+    }
+    del metadata["name"]
+    at_mutation = decide({**pod, "metadata": metadata}, state, full, Settings())
+    assert at_mutation.message.startswith("pod team-a/par4-<generated> of Job team-a/par4 ")
+    named = {**pod, "metadata": {**metadata, "name": "par4-x7k2p"}}
+    at_validation = decide(named, state, full, Settings())
+    assert at_validation.message.startswith(
+        "pod team-a/par4-x7k2p (generated name) of Job team-a/par4 exceeds"
+    )

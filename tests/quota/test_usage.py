@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from quota.charge import Charge, FlavorResource
 from quota.cluster import ClusterState
+from quota.livepods import is_live_pod, live_pod_charge, usage_from_pods
 from quota.settings import Settings
-from quota.usage import Usage, is_live_pod, live_pod_charge, usage_from_pods
+from quota.usage import Usage
 from tests.quota.queue_builders import scenario_objects, submission_object
 
 GPUS = FlavorResource("default", "gpus")
@@ -45,11 +46,23 @@ def test_add_replaces_remove_forgets_copy_is_independent() -> None:
     assert copy.of("a") == {} and usage.of("a") == {GPUS: 3}
 
 
-def test_live_pods() -> None:
-    assert is_live_pod({"metadata": {}, "status": {"phase": "Running"}})
-    assert is_live_pod({"metadata": {}})
-    assert not is_live_pod({"metadata": {}, "status": {"phase": "Succeeded"}})
-    assert not is_live_pod({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}})
+NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+DELETED = "2027-01-15T07:59:00Z"  # a minute before NOW
+
+
+def test_live_pods_follow_resource_quota() -> None:
+    assert is_live_pod({"metadata": {}, "status": {"phase": "Running"}}, NOW)
+    assert is_live_pod({"metadata": {}}, NOW)
+    assert not is_live_pod({"metadata": {}, "status": {"phase": "Succeeded"}}, NOW)
+    assert not is_live_pod({"metadata": {}, "status": {"phase": "Failed"}}, NOW)
+    # deleted, grace unknown: held until gone
+    assert is_live_pod({"metadata": {"deletionTimestamp": DELETED}}, NOW)
+    # deleted, still inside deletionTimestamp + grace: a terminating pod holds its devices
+    terminating = {"deletionTimestamp": DELETED, "deletionGracePeriodSeconds": 86400}
+    assert is_live_pod({"metadata": terminating}, NOW)
+    # past deletionTimestamp + grace: stuck terminating pods stop counting
+    stuck = {"deletionTimestamp": DELETED, "deletionGracePeriodSeconds": 30}
+    assert not is_live_pod({"metadata": stuck}, NOW)
 
 
 SCENARIO = {
@@ -78,17 +91,23 @@ SCENARIO = {
 
 def test_usage_from_pods_recomputes_and_skips_unmanaged() -> None:
     state = ClusterState(scenario_objects(SCENARIO))
-    usage = usage_from_pods(state, Settings())
+    usage = usage_from_pods(state, Settings(), NOW)
     assert usage.holders() == {"team-a/r0"}
     assert usage.of("a") == {GPUS: 2}
 
 
-def test_pod_whose_template_is_gone_keeps_its_recorded_charge() -> None:
+def test_pod_whose_template_is_gone_keeps_its_admission_record() -> None:
     state = ClusterState(scenario_objects({**SCENARIO, "running": []}))
     recorded = _charge("a", 2)
+    pod, _ = submission_object({"name": "orphan", "template": "deleted-tmpl"})
+    assert live_pod_charge(pod, state, Settings(), NOW, recorded) == recorded
+    assert live_pod_charge(pod, state, Settings(), NOW) is None
+
+
+def test_a_charge_annotation_is_never_a_source_of_usage() -> None:
+    state = ClusterState(scenario_objects({**SCENARIO, "running": []}))
+    forged = _charge("a", 2)
     pod, _ = submission_object(
-        {"name": "orphan", "template": "deleted-tmpl", "charge": recorded.to_dict()}
+        {"name": "orphan", "template": "deleted-tmpl", "charge": forged.to_dict()}
     )
-    assert live_pod_charge(pod, state, Settings()) == recorded
-    bare, _ = submission_object({"name": "orphan", "template": "deleted-tmpl"})
-    assert live_pod_charge(bare, state, Settings()) is None
+    assert live_pod_charge(pod, state, Settings(), NOW) is None

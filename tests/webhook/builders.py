@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 from typing import Any
 
 import httpx
+import jsonpatch
+import orjson
 
 from quota.cluster import ClusterState
 
@@ -24,6 +27,7 @@ __all__ = [
     "node_objects",
     "pod",
     "review",
+    "submit",
 ]
 
 NAMESPACE = "team-a"
@@ -248,3 +252,18 @@ class FakeBackend:
     def fetch(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         self.fetched.append((kind, namespace, name))
         return self.fetchable.get((kind, namespace, name))
+
+
+def submit(
+    post: Any, obj: dict[str, Any], uid: str | None = None, dry_run: bool = False
+) -> dict[str, Any]:
+    """A pod create as the API server runs it: /mutate, apply the patch, give the pod its uid,
+    /validate. `post(path, document)` returns the AdmissionReview response; the validating
+    response (or the mutating denial) is returned."""
+    mutated = post("/mutate", review(obj, dry_run=dry_run))
+    if not mutated["allowed"]:
+        return mutated
+    if "patch" in mutated:
+        obj = jsonpatch.apply_patch(obj, orjson.loads(base64.b64decode(mutated["patch"])))
+    metadata = {**obj["metadata"], "uid": uid or f"uid-{next(_uids)}"}
+    return post("/validate", review({**obj, "metadata": metadata}, dry_run=dry_run))

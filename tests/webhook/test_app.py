@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+import itertools
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +15,9 @@ import pytest
 
 from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge, FlavorResource
 from quota.claims import expand_pod_claims
+from quota.decision import decide
 from quota.settings import Settings
+from quota.usage import Usage
 from tests.webhook.builders import (
     GPU_CLASS,
     NAMESPACE,
@@ -26,8 +29,9 @@ from tests.webhook.builders import (
     review,
 )
 from webhook.app import MAX_BODY_BYTES, CachedPlacer, create_app
-from webhook.backend import MemoryLedger, reservation_holder
+from webhook.backend import MemoryLedger
 from webhook.logs import JsonFormatter
+from webhook.mutation import pod_patch
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,9 @@ class PlacementResult:
     ok: bool
     reason: str
     node: str | None = None
+
+
+_uids = itertools.count(1)
 
 
 class Harness:
@@ -67,7 +74,20 @@ class Harness:
         mutated = self.call("mutate", review(obj, dry_run=dry_run))
         if "patch" in mutated:
             obj = jsonpatch.apply_patch(obj, orjson.loads(base64.b64decode(mutated["patch"])))
+        obj = with_uid(obj)  # the API server names the pod before it validates
         return mutated, self.call("validate", review(obj, dry_run=dry_run)), obj
+
+
+def with_uid(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object as the API server validates a create: with a new uid of its own."""
+    return {**obj, "metadata": {**obj["metadata"], "uid": f"uid-{next(_uids)}"}}
+
+
+def stamped_pod(state: Any, obj: dict[str, Any]) -> dict[str, Any]:
+    """The pod as /mutate leaves it, with a uid: what /validate sees from the API server."""
+    decision = decide(obj, state, Usage(), Settings())
+    assert decision.charge is not None
+    return with_uid(jsonpatch.apply_patch(obj, pod_patch(obj, decision)))
 
 
 def _gpu_pod(name: str, gpus: int = 1, **kwargs: Any) -> dict[str, Any]:
@@ -80,9 +100,8 @@ def test_admitted_pod_is_labelled_stamped_and_reserved() -> None:
     assert mutated["allowed"] and validated["allowed"]
     assert final["metadata"]["labels"][QUEUE_LABEL] == "default"
     charge = Charge.from_annotation(final["metadata"]["annotations"][CHARGE_ANNOTATION], "p")
-    assert set(h.ledger.reservations()) == {
-        reservation_holder(charge.reservation, "team-a/train-0")
-    }
+    assert charge.usage == {"gpu": 2}
+    assert set(h.ledger.reservations()) == {final["metadata"]["uid"]}
 
 
 def test_copies_of_an_admitted_pod_do_not_share_its_reservation() -> None:
@@ -181,8 +200,8 @@ def _template(name: str) -> dict[str, Any]:
 
 def test_claim_template_missing_from_cache_is_fetched_once_then_decided_again() -> None:
     h = Harness(fetchable=[_template("late")])
-    response = h.call("validate", review(pod("p", templates=("late",))))
-    assert response["allowed"]
+    mutated, validated, _ = h.admit(pod("p", templates=("late",)))
+    assert mutated["allowed"] and validated["allowed"]
     assert h.backend.fetched == [("ResourceClaimTemplate", NAMESPACE, "late")]
 
 
@@ -383,15 +402,15 @@ def test_blocking_backends_are_decided_off_the_event_loop_with_the_same_answers(
     backend = FakeBackend(cluster_state(1))
     backend.blocking_io = True  # type: ignore[misc]  # as the live-cluster backend declares
     client = AppClient(create_app(backend, MemoryLedger(backend.state, Settings()), Settings()))
-    answers = [
-        client.post("/validate", content=orjson.dumps(review(_gpu_pod(f"p-{i}")))).json()
-        for i in range(2)
-    ]
+    answers = []
+    for i in range(2):
+        stamped = stamped_pod(backend.state, _gpu_pod(f"p-{i}"))
+        answers.append(client.post("/validate", content=orjson.dumps(review(stamped))).json())
     assert [a["response"]["allowed"] for a in answers] == [True, False]
 
 
 class FailingLedger(MemoryLedger):
-    def admit(self, reservation: str, evaluate: Any, dry_run: bool) -> Any:
+    def admit(self, *args: Any, **kwargs: Any) -> Any:
         raise ConnectionError("API server unreachable")
 
 

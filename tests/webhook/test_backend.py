@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from pathlib import Path
 from typing import Any
@@ -12,20 +11,15 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from quota.charge import CHARGE_ANNOTATION, Charge, FlavorResource
+from quota.charge import Charge, FlavorResource
 from quota.cluster import JOURNAL_LENGTH
 from quota.decision import Decision, decide
 from quota.settings import Settings
 from quota.usage import Usage
 from tests.webhook.builders import QUEUE, cluster_objects, cluster_state, pod
-from webhook import backend as backend_module
-from webhook.backend import (
-    IndexedUsage,
-    MemoryLedger,
-    StateDirBackend,
-    reservation_holder,
-    valid_reservation_id,
-)
+from webhook import podusage as podusage_module
+from webhook.backend import MemoryLedger, StateDirBackend, valid_reservation_id
+from webhook.usageindex import IndexedUsage
 
 GPU = FlavorResource("a100", "gpu")
 
@@ -41,9 +35,8 @@ class Clock:
 def _admit(
     ledger: MemoryLedger, state: Any, obj: dict[str, Any], rid: str, dry: bool = False
 ) -> Decision:
-    return ledger.admit(
-        rid, lambda usage: decide(obj, state, usage, Settings(), reservation=rid), dry
-    )
+    key = f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
+    return ledger.admit(rid, lambda usage: decide(obj, state, usage, Settings()), dry, key)
 
 
 def test_concurrent_admissions_never_over_admit() -> None:
@@ -86,29 +79,29 @@ def test_retried_reservation_does_not_count_against_itself() -> None:
     assert ledger.usage().of(QUEUE) == {GPU: 1}
 
 
-def _created(obj: dict[str, Any], decision: Decision, stamped: str = "r") -> dict[str, Any]:
-    """The pod as created: the mutating webhook stamped its charge with reservation `stamped`."""
-    assert decision.charge is not None
-    charge = dataclasses.replace(decision.charge, reservation=stamped)
-    metadata = {**obj["metadata"], "annotations": {CHARGE_ANNOTATION: charge.to_annotation()}}
+def _created(obj: dict[str, Any], uid: str) -> dict[str, Any]:
+    """The pod as the API server stores it, with the uid it had when it was admitted."""
+    metadata = {**obj["metadata"], "uid": uid}
     return {**obj, "metadata": metadata, "status": {"phase": "Pending"}}
 
 
-def test_reservation_is_released_when_its_pod_appears_and_usage_counts_the_pod_once() -> None:
+def test_pod_with_the_admitted_uid_takes_over_its_reservation_and_counts_once() -> None:
     state = cluster_state(gpus=2)
     ledger = MemoryLedger(state, Settings())
     obj = pod("a")
-    decision = _admit(ledger, state, obj, reservation_holder("uid-1", "team-a/a"))
+    assert _admit(ledger, state, obj, "uid-1").allowed
     copy = {**obj, "metadata": {**obj["metadata"], "name": "copy"}}
-    state.upsert(_created(copy, decision, stamped="uid-1"))  # another pod with the same stamp
-    assert set(ledger.reservations()) == {reservation_holder("uid-1", "team-a/a")}
-    state.upsert(_created(obj, decision, stamped="uid-1"))
+    state.upsert(_created(copy, "uid-other"))  # another pod: confirms nothing
+    assert set(ledger.reservations()) == {"uid-1"}
+    state.upsert(_created(obj, "uid-1"))
     assert ledger.reservations() == {}
+    assert set(ledger.records()) == {"uid-1"}
     usage = ledger.usage()
     assert usage.holders() == {"team-a/a", "team-a/copy"}
     assert usage.of(QUEUE) == {GPU: 2}
     state.remove("Pod", "team-a", "a")
     assert ledger.usage().of(QUEUE) == {GPU: 1}
+    assert ledger.records() == {}
 
 
 def test_reservation_expires_after_the_ttl() -> None:
@@ -126,7 +119,7 @@ def test_reservation_expires_after_the_ttl() -> None:
 def test_queue_change_rebuilds_usage() -> None:
     state = cluster_state(gpus=1)
     obj = pod("a")
-    state.upsert(_created(obj, decide(obj, state, Usage(), Settings(), reservation="r")))
+    state.upsert(_created(obj, "uid-a"))
     ledger = MemoryLedger(state, Settings())
     assert ledger.usage().of(QUEUE) == {GPU: 1}
     template = next(o for o in cluster_objects() if o["kind"] == "ResourceClaimTemplate")
@@ -228,13 +221,13 @@ def test_pod_changes_are_charged_per_changed_pod_not_by_rescanning(
     ledger = MemoryLedger(state, Settings())
     assert ledger.usage().of(QUEUE) == {GPU: 300}
     charged: list[str] = []
-    real = backend_module.live_pod_charge
+    real = podusage_module.live_pod_charge
 
     def counting(obj: Any, *args: Any) -> Any:
         charged.append(obj["metadata"]["name"])
         return real(obj, *args)
 
-    monkeypatch.setattr(backend_module, "live_pod_charge", counting)
+    monkeypatch.setattr(podusage_module, "live_pod_charge", counting)
     state.upsert(pod("new"))
     state.remove("Pod", "team-a", "live-0")
     assert ledger.usage().of(QUEUE) == {GPU: 300}
@@ -265,13 +258,13 @@ def test_claim_changes_recharge_only_the_pods_using_them(monkeypatch: pytest.Mon
     ledger = MemoryLedger(state, Settings())
     assert ledger.usage().of(QUEUE) == {GPU: 100}
     charged: list[str] = []
-    real = backend_module.live_pod_charge
+    real = podusage_module.live_pod_charge
 
     def counting(obj: Any, *args: Any) -> Any:
         charged.append(obj["metadata"]["name"])
         return real(obj, *args)
 
-    monkeypatch.setattr(backend_module, "live_pod_charge", counting)
+    monkeypatch.setattr(podusage_module, "live_pod_charge", counting)
     template = state.get("ResourceClaimTemplate", "team-a", "other-a")
     assert template is not None
     state.upsert({**template, "metadata": {**template["metadata"], "labels": {"x": "y"}}})
@@ -280,15 +273,15 @@ def test_claim_changes_recharge_only_the_pods_using_them(monkeypatch: pytest.Mon
     assert charged == ["p-0"]
 
 
-def test_with_usage_gives_a_view_whose_changes_do_not_leak() -> None:
-    state = cluster_state(gpus=5)
+def test_records_survive_a_recharge_of_every_pod() -> None:
+    state = cluster_state(gpus=2)
     ledger = MemoryLedger(state, Settings())
-    assert _admit(ledger, state, pod("a"), "r-a").allowed
-    extra = Charge(QUEUE, "team-a/default", {"gpu": "a100"}, {"gpu": 3})
-
-    def read(usage: Usage) -> dict[FlavorResource, int]:
-        usage.add("r-extra", extra)
-        return usage.of(QUEUE)
-
-    assert ledger.with_usage(read) == {GPU: 4}
-    assert ledger.usage().of(QUEUE) == {GPU: 1}
+    obj = pod("a", templates=("one-gpu", "one-gpu"))
+    assert _admit(ledger, state, obj, "uid-a").allowed
+    state.upsert(_created(obj, "uid-a"))
+    queue = next(o for o in cluster_objects(gpus=4) if o["kind"] == "ClusterQueue")
+    state.upsert(queue)  # a queue change charges every pod again
+    template = next(o for o in cluster_objects() if o["kind"] == "ResourceClaimTemplate")
+    state.upsert({**template, "metadata": {**template["metadata"], "labels": {"x": "y"}}})
+    assert set(ledger.records()) == {"uid-a"}
+    assert ledger.usage().of(QUEUE) == {GPU: 2}

@@ -23,7 +23,7 @@ from certs.rotation import issue
 from certs.serving import ServingSpec
 from quota.errors import InvalidObject
 from quota.settings import Settings
-from tests.webhook.builders import cluster_objects, node_objects, pod, review
+from tests.webhook.builders import cluster_objects, node_objects, pod, submit
 from webhook.commands._common import load_settings
 
 pytestmark = pytest.mark.integration
@@ -53,7 +53,7 @@ def _serve(log: Path, *args: str) -> subprocess.Popen[bytes]:
 
 
 class Server:
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, *extra: str) -> None:
         self.state = tmp / "state"
         self.state.mkdir()
         (self.state / "cluster.yaml").write_text(
@@ -67,7 +67,7 @@ class Server:
         self.process = _serve(
             self.log,
             "--state", str(self.state), "--cert-dir", str(self.certs),
-            "--host", "127.0.0.1", "--port", str(self.port), "--watch-interval", "0.2",
+            "--host", "127.0.0.1", "--port", str(self.port), "--watch-interval", "0.2", *extra,
         )  # fmt: skip
 
     def context(self) -> ssl.SSLContext:
@@ -107,12 +107,16 @@ def server(tmp_path: Path) -> Iterator[Server]:
 
 def test_admission_over_tls_with_a_client_trusting_the_ca(server: Server) -> None:
     with httpx.Client(base_url=server.url, verify=server.context()) as client:
-        answer = client.post("/validate", content=orjson.dumps(review(pod("p"))))
-        assert answer.status_code == 200
-        response = answer.json()["response"]
+
+        def post(path: str, document: dict) -> dict:
+            answer = client.post(path, content=orjson.dumps(document))
+            assert answer.status_code == 200
+            return answer.json()["response"]
+
+        response = submit(post, pod("p"))
         assert response["allowed"] is True, response
-        over = client.post("/validate", content=orjson.dumps(review(pod("q", ("one-gpu",) * 2))))
-        assert over.json()["response"]["status"]["reason"] == "QuotaExceeded"
+        over = submit(post, pod("q", ("one-gpu",) * 2))
+        assert over["status"]["reason"] == "QuotaExceeded"
         assert 'draquota_queue_usage{cluster_queue="team-a"' in client.get("/metrics").text
 
 

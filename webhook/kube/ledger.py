@@ -1,19 +1,22 @@
-"""`ClusterLedger`: reservations held across webhook replicas and restarts in QuotaLedger objects.
+"""`ClusterLedger`: admission records shared by every replica, in QuotaLedger objects.
 
-Admission follows Kubernetes' own ResourceQuota admission: read the ledger object
+Admission follows Kubernetes' own ResourceQuota admission: read the active shard
 of the queue's cohort (a GET, for the freshest resourceVersion), evaluate against
-live pod usage plus the reservations in it, and if allowed write it back with the
-resourceVersion read as precondition. A 409 Conflict means another replica got there
-first: read again and evaluate again, a bounded number of times, then fail closed.
+live pod usage plus the records of pods not seen yet, and if allowed write the
+record back with the resourceVersion read as precondition. A 409 Conflict means
+another replica got there first: read again and evaluate again, a bounded number
+of times, then fail closed.
 
-Invariants that keep usage exact:
-- a reservation and the pod created for it are never both counted: a reservation
-  whose id appears in a cached pod's charge annotation is skipped (the pod counts);
-- a confirmed reservation is only deleted `confirm_grace` seconds after this replica
-  saw the pod, so replicas whose pod cache lags a little still count the reservation;
-  a replica lagging more is stale and not ready (it fails closed);
-- a reservation whose pod never appeared (denied elsewhere, request failed) stops
-  counting at `expiresAt` and the reconciler deletes it.
+Invariants that keep usage exact (see `webhook.kube.reservations` for the shards):
+- a record is keyed by the pod's UID; while a pod with that UID is cached, the pod
+  counts (charged at least its record) and the record does not count on its own;
+- a record whose pod this replica saw leave (deleted, or finished) counts no more,
+  and the reconciler deletes it;
+- a record whose pod this replica has not seen counts until `reservation_ttl`
+  after this replica first saw the record. Each replica measures that age on its
+  own monotonic clock, so a replica whose wall clock is wrong cannot make another
+  replica's reservations expire early; the reconciler deletes a record only once
+  the replica running it judged it expired.
 """
 
 from __future__ import annotations
@@ -23,21 +26,30 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from quota.charge import CHARGE_ANNOTATION, Charge
-from quota.cluster import ClusterState
+from quota.charge import Charge
+from quota.cluster import ClusterState, Obj
 from quota.decision import Decision
-from quota.errors import DraquotaError
 from quota.settings import Settings
 from quota.usage import Usage
-from webhook.backend import MemoryLedger, reservation_holder, valid_reservation_id
+from webhook.backend import valid_reservation_id
 from webhook.kube.client import ApiError, KubeClient, TransportError
 from webhook.kube.periodic import Periodic
-from webhook.kube.reservations import Reservation, ledger_name, ledger_object, reservations_of
+from webhook.kube.reservations import (
+    SHARD_BYTES,
+    Reservation,
+    Shard,
+    ledger_base,
+    ledger_object,
+    shard_index,
+    shard_name,
+    shards_of,
+)
 from webhook.kube.resources import QUOTA_LEDGER
+from webhook.podusage import PodUsage
 
 __all__ = ["ClusterLedger", "LedgerOptions"]
 
@@ -50,7 +62,7 @@ class LedgerOptions:
     retry_delay: float = 0.005  # first pause after a 409, doubled and jittered
     request_timeout: float = 2.0
     reconcile_interval: float = 5.0
-    confirm_grace: float = 10.0
+    shard_bytes: int = SHARD_BYTES
 
 
 class _Backend(Protocol):
@@ -62,7 +74,7 @@ class _Backend(Protocol):
 
 
 class ClusterLedger:
-    """Ledger over QuotaLedger objects; `start()` runs the reconciler (KubeBackend does it)."""
+    """Ledger over QuotaLedger shards; `start()` runs the reconciler (KubeBackend does it)."""
 
     blocking_io = True
 
@@ -72,7 +84,8 @@ class ClusterLedger:
         backend: _Backend,
         settings: Settings,
         options: LedgerOptions = LedgerOptions(),
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.client = client
         self.backend = backend
@@ -80,14 +93,19 @@ class ClusterLedger:
         self.settings = settings
         self.options = options
         self.clock = clock
+        self.wall = wall
         self.conflicts = 0
-        self._pods = MemoryLedger(self.state, settings)  # live pod usage, kept incrementally
+        self._view_lock = threading.RLock()  # guards _pods, _records and the fields below
+        self._pods = PodUsage(self.state, settings, wall)
+        self._records_revision = -1
+        self._records: dict[str, Reservation] = {}
+        # shard name -> (uid -> entry, sealed, resourceVersion) as this view loaded it
+        self._shards: dict[str, tuple[dict[str, Reservation], bool, str]] = {}
+        self._holders: dict[str, set[str]] = {}  # uid -> names of the shards holding it
+        self._first_seen: dict[str, float] = {}  # uid -> when this replica first saw its record
+        self._waiting: dict[str, float] = {}  # first_seen of reservations, oldest first
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
-        self._index_lock = threading.Lock()
-        self._index_revision: tuple[int, ...] = ()
-        self._index: dict[str, str] = {}
-        self._confirmed_at: dict[str, float] = {}
         self._reconciler = Periodic(
             "ledger", options.reconcile_interval, self.reconcile, lambda: backend.ready()[0]
         )
@@ -96,55 +114,85 @@ class ClusterLedger:
     # -- Ledger protocol -------------------------------------------------------------
 
     def usage(self) -> Usage:
-        return self._usage_with(self._cached_ledgers())
+        with self._view_lock:
+            self._sync()
+            return self._pods.usage.snapshot()
+
+    def records(self) -> dict[str, Charge]:
+        """Admission records by pod UID, as this replica sees them."""
+        with self._view_lock:
+            self._sync()
+            return dict(self._pods.records())
+
+    def record(self, uid: str) -> Charge | None:
+        """The admission record of the pod with this UID."""
+        with self._view_lock:
+            self._sync()
+            return self._pods.records().get(uid)
+
+    def users(self, kind: str, namespace: str, name: str) -> list[Obj]:
+        """Cached pods whose charge reads this claim or template."""
+        with self._view_lock:
+            self._sync()
+            return self._pods.users(kind, namespace, name)
 
     def admit(
         self,
-        reservation: str,
+        uid: str,
         evaluate: Callable[[Usage], Decision],
         dry_run: bool,
         pod: str = "",
+        existing: bool = False,
     ) -> Decision:
-        if not valid_reservation_id(reservation):
-            raise ValueError(f"invalid reservation id {reservation!r:.80}")
-        ledgers = self._cached_ledgers()
-        decision = self._evaluate(evaluate, ledgers, exclude=reservation)
-        if decision.charge is None:
+        if not valid_reservation_id(uid):
+            raise ValueError(f"invalid admission id {uid!r:.80}")
+        decision, shard = self._decide(evaluate, uid, pod, existing)
+        if dry_run or not decision.allowed or decision.charge is None:
             return decision
-        name = ledger_name(self.state, decision.charge.cluster_queue)
+        base = ledger_base(self.state, decision.charge.cluster_queue)
         delay = self.options.retry_delay
-        with self._lock_for(name):
+        with self._lock_for(base):
             for _ in range(self.options.max_attempts):
+                if shard is None or shard.sealed:  # the view is behind: read, then decide again
+                    try:
+                        self._read_active(base)
+                    except (ApiError, TransportError) as exc:
+                        return _fail_closed(decision, base, str(exc))
+                    decision, shard = self._decide(evaluate, uid, pod, existing)
+                    if not decision.allowed or decision.charge is None:
+                        return decision
+                    if ledger_base(self.state, decision.charge.cluster_queue) != base:
+                        return _fail_closed(decision, base, "the queue's cohort changed")
+                    continue
+                entry = Reservation(
+                    uid,
+                    decision.charge.cluster_queue,
+                    pod,
+                    decision.charge.to_annotation(),
+                    self.wall(),
+                )
+                entries = [e for e in shard.entries if e.id != uid]
+                full = sum(e.size for e in entries) + entry.size > self.options.shard_bytes
                 try:
-                    current = self._read(name)
-                except (ApiError, TransportError) as exc:
-                    return _fail_closed(decision, name, str(exc))
-                ledgers[name] = reservations_of(current)
-                decision = self._evaluate(evaluate, ledgers, exclude=reservation)
-                if dry_run or not decision.allowed or decision.charge is None:
-                    return decision
-                if ledger_name(self.state, decision.charge.cluster_queue) != name:
-                    return _fail_closed(decision, name, "the queue's cohort changed")
-                try:
-                    self._write(
-                        name, current, self._with(ledgers[name], reservation, decision, pod)
-                    )
+                    # written with the resourceVersion the decision saw: a 409 means it is stale
+                    self._write(shard, entries if full else [*entries, entry], sealed=full)
                 except ApiError as exc:
                     if exc.code != 409:
-                        return _fail_closed(decision, name, str(exc))
+                        return _fail_closed(decision, base, str(exc))
                     self.conflicts += 1
                     time.sleep(delay * (1 + random.random()))
                     delay = min(delay * 2, 0.2)
+                    shard = None
                     continue
                 except TransportError as exc:
-                    return _fail_closed(decision, name, str(exc))
+                    return _fail_closed(decision, base, str(exc))
+                if full:
+                    shard = None
+                    continue
+                with self._view_lock:
+                    self._sync()
                 return decision
-        return _fail_closed(decision, name, "too many concurrent updates")
-
-    def release(self, reservation: str) -> None:
-        for name, entries in self._cached_ledgers().items():
-            if any(e.id == reservation for e in entries):
-                self._rewrite(name, lambda e: e.id == reservation)
+        return _fail_closed(decision, base, "too many concurrent updates")
 
     # -- reconciler ------------------------------------------------------------------
 
@@ -155,27 +203,123 @@ class ClusterLedger:
         self._reconciler.stop()
 
     def reconcile(self) -> int:
-        """One pass: delete expired and long-confirmed reservations; how many went."""
-        now = self.clock()
-        confirmed = self._confirmed()
-        held: set[str] = set()
+        """One pass: delete records of pods that left and of pods that never came."""
+        with self._view_lock:
+            self._sync()
+            drop = {uid for uid in self._records if self._droppable(uid)}
+        if not drop:
+            return 0
         dropped = 0
-        for name, entries in self._cached_ledgers().items():
-            for entry in entries:
-                held.add(entry.id)
-                if entry.id in confirmed:
-                    self._confirmed_at.setdefault(entry.id, now)
-            if any(self._droppable(e, now, confirmed) for e in entries):
-                dropped += self._rewrite(name, lambda e: self._droppable(e, now, confirmed))
-        for rid in set(self._confirmed_at) - held:
-            del self._confirmed_at[rid]
+        for shards in shards_of(self.state.list(QUOTA_LEDGER.kind)).values():
+            for shard in shards:
+                if any(e.id in drop for e in shard.entries):
+                    dropped += self._rewrite(shard.name, lambda e: e.id in drop)
         return dropped
 
-    def _droppable(self, entry: Reservation, now: float, confirmed: Mapping[str, str]) -> bool:
-        if entry.id in confirmed:
-            seen = self._confirmed_at.get(entry.id, now)
-            return now - seen >= self.options.confirm_grace
-        return entry.expires_at <= now
+    def _droppable(self, uid: str) -> bool:
+        if self._pods.holds(uid):
+            return False
+        return self._pods.gone(uid) or self._expired(uid)
+
+    def _expired(self, uid: str) -> bool:
+        seen = self._first_seen.get(uid)
+        return seen is not None and self.clock() - seen > self.settings.reservation_ttl_seconds
+
+    # -- the view --------------------------------------------------------------------
+
+    def _decide(
+        self, evaluate: Callable[[Usage], Decision], uid: str, pod: str, existing: bool
+    ) -> tuple[Decision, Shard | None]:
+        """Evaluate on a copy-on-write view without the pod's own holders; with the decision,
+        the active shard of its cohort as that view holds it (what a write must build on)."""
+        with self._view_lock:
+            self._sync()
+            view = self._pods.usage.copy()
+            view.remove(uid)
+            if existing and pod:
+                view.remove(pod)
+            decision = evaluate(view)
+            if decision.charge is None:
+                return decision, None
+            return decision, self._active(ledger_base(self.state, decision.charge.cluster_queue))
+
+    def _active(self, base: str) -> Shard:
+        """The shard of `base` new records go to, as this view has it: the highest one loaded,
+        or the one after it when that is sealed (a new shard 0 when none is loaded)."""
+        names = [n for n in self._shards if n.rsplit("-", 1)[0] == base]
+        if not names:
+            return Shard(shard_name(base, 0))
+        name = max(names, key=lambda n: Shard(n).index)
+        entries, sealed, version = self._shards[name]
+        if sealed:
+            return Shard(shard_name(base, Shard(name).index + 1))
+        return Shard(name, tuple(entries.values()), sealed, version)
+
+    def _sync(self) -> None:
+        """Bring pod usage and records up to date (under the view lock)."""
+        self._pods.sync()
+        revision = self.state.revision(QUOTA_LEDGER.kind)[0]
+        if revision != self._records_revision:
+            self._load_records(self._records_revision)
+            self._records_revision = revision
+        now = self.clock()
+        while self._waiting:  # oldest first: stop at the first one still in time
+            uid, seen = next(iter(self._waiting.items()))
+            if self._pods.is_reserved(uid) and now - seen <= self.settings.reservation_ttl_seconds:
+                break
+            del self._waiting[uid]
+            self._pods.unreserve(uid)
+
+    def _load_records(self, since: int) -> None:
+        """Apply the shards changed since revision `since` (all of them after a relist)."""
+        changed = self.state.changed_since(QUOTA_LEDGER.kind, since)
+        if changed is None:  # first load, or a relist: compare every shard
+            names = set(self._shards)
+            names |= {str(o["metadata"]["name"]) for o in self.state.list(QUOTA_LEDGER.kind)}
+        else:
+            names = {name for (_, name) in changed}
+        touched: set[str] = set()
+        for name in names:
+            obj = self.state.get(QUOTA_LEDGER.kind, None, name)
+            shard = Shard.of(obj) if obj is not None else None
+            fresh = {e.id: e for e in shard.entries} if shard is not None else {}
+            old = self._shards.pop(name, ({}, False, ""))[0]
+            if shard is not None and shard_index(name) is not None:
+                self._shards[name] = (fresh, shard.sealed, shard.resource_version)
+            for uid in old.keys() | fresh.keys():
+                if old.get(uid) != fresh.get(uid):
+                    touched.add(uid)
+                    holders = self._holders.setdefault(uid, set())
+                    (holders.add if uid in fresh else holders.discard)(name)
+        changes: dict[str, Charge | None] = {}
+        now = self.clock()
+        for uid in touched:
+            entry = self._winner(uid)
+            if entry is None:
+                self._holders.pop(uid, None)
+                self._records.pop(uid, None)
+                self._first_seen.pop(uid, None)
+                self._waiting.pop(uid, None)
+                self._pods.unreserve(uid)
+                changes[uid] = None
+                continue
+            old = self._records.get(uid)
+            self._records[uid] = entry
+            if old is not None and old.charge == entry.charge:
+                continue
+            charge = entry.parsed_charge()
+            changes[uid] = charge
+            if uid not in self._first_seen:
+                self._first_seen[uid] = self._waiting[uid] = now
+            if charge is not None and not self._expired(uid):
+                self._pods.reserve(uid, charge)
+        self._pods.update_records(changes)
+
+    def _winner(self, uid: str) -> Reservation | None:
+        """The entry of the highest shard holding `uid` (a resize writes a newer one)."""
+        names = self._holders.get(uid) or set()
+        best = max(names, key=lambda n: Shard(n).index, default=None)
+        return self._shards[best][0][uid] if best is not None else None
 
     # -- mechanics -------------------------------------------------------------------
 
@@ -183,114 +327,56 @@ class ClusterLedger:
         with self._locks_guard:
             return self._locks.setdefault(name, threading.Lock())
 
-    def _cached_ledgers(self) -> dict[str, list[Reservation]]:
-        return {
-            str(obj["metadata"]["name"]): reservations_of(obj)
-            for obj in self.state.list(QUOTA_LEDGER.kind)
-        }
+    def _read_active(self, base: str) -> None:
+        """GET the active shard of `base` into the cache (past any sealed ones)."""
+        index = self._active(base).index
+        for _ in range(self.options.max_attempts):
+            shard = self._read(shard_name(base, index))
+            if not shard.sealed:
+                return
+            index += 1
 
-    def _confirmed(self) -> dict[str, str]:
-        """Reservation id -> pod key, for every cached pod whose charge names a reservation."""
-        revision = self.state.revision("Pod")
-        with self._index_lock:
-            if revision != self._index_revision:
-                index: dict[str, str] = {}
-                for pod in self.state.list("Pod"):
-                    metadata = pod.get("metadata") or {}
-                    key = f"{metadata.get('namespace')}/{metadata.get('name')}"
-                    annotations = metadata.get("annotations") or {}
-                    text = annotations.get(CHARGE_ANNOTATION)
-                    if not isinstance(text, str):
-                        continue
-                    try:
-                        rid = Charge.from_annotation(text, key).reservation
-                    except DraquotaError:
-                        continue
-                    if rid:
-                        index[rid] = key
-                        index[reservation_holder(rid, key)] = key  # as the webhook reserves
-                self._index, self._index_revision = index, revision
-            return self._index
-
-    def _usage_with(self, ledgers: Mapping[str, list[Reservation]]) -> Usage:
-        return self._add_reservations(self._pods.usage(), ledgers)
-
-    def _evaluate(
-        self,
-        evaluate: Callable[[Usage], Decision],
-        ledgers: Mapping[str, list[Reservation]],
-        exclude: str,
-    ) -> Decision:
-        """Evaluate on live pods plus outstanding reservations, without copying every holder."""
-        return self._pods.with_usage(
-            lambda pods: evaluate(self._add_reservations(pods, ledgers, exclude))
-        )
-
-    def _add_reservations(
-        self, usage: Usage, ledgers: Mapping[str, list[Reservation]], exclude: str = ""
-    ) -> Usage:
-        confirmed = self._confirmed()
-        now = self.clock()
-        for entries in ledgers.values():
-            for entry in entries:
-                if entry.id == exclude or entry.id in confirmed or entry.expires_at <= now:
-                    continue
-                charge = entry.parsed_charge()
-                if charge is not None:
-                    usage.add(entry.id, charge)
-        return usage
-
-    def _with(
-        self, entries: list[Reservation], reservation: str, decision: Decision, pod: str
-    ) -> list[Reservation]:
-        assert decision.charge is not None
-        now = self.clock()
-        kept = [e for e in entries if e.id != reservation and e.expires_at > now]
-        expires = now + self.settings.reservation_ttl_seconds
-        charge = decision.charge.to_annotation()
-        kept.append(Reservation(reservation, decision.charge.cluster_queue, pod, charge, expires))
-        return kept
-
-    def _read(self, name: str) -> dict[str, Any] | None:
+    def _read(self, name: str) -> Shard:
+        """The shard as the API server has it now; the cache takes it too."""
         timeout = (self.options.request_timeout, self.options.request_timeout)
         try:
-            return self.client.request("GET", QUOTA_LEDGER.path(name=name), timeout=timeout)
+            obj = self.client.request("GET", QUOTA_LEDGER.path(name=name), timeout=timeout)
         except ApiError as exc:
             if exc.code == 404:
-                return None
+                return Shard(name)
             raise
+        self._remember(obj)
+        return Shard.of(obj)
 
-    def _write(
-        self, name: str, current: Mapping[str, Any] | None, entries: list[Reservation]
-    ) -> None:
+    def _remember(self, obj: dict[str, Any]) -> None:
+        obj.setdefault("kind", QUOTA_LEDGER.kind)
+        obj.setdefault("apiVersion", QUOTA_LEDGER.api_version)
+        self.state.upsert(obj)
+
+    def _write(self, shard: Shard, entries: list[Reservation], sealed: bool = False) -> None:
         """Create or update with the resourceVersion read; ApiError 409 when someone was first."""
         timeout = (self.options.request_timeout, self.options.request_timeout)
-        if current is None:
-            body = ledger_object(name, entries, None)
+        body = ledger_object(shard, entries, sealed)
+        if not shard.resource_version:
             written = self.client.request("POST", QUOTA_LEDGER.path(), body=body, timeout=timeout)
         else:
-            version = str((current.get("metadata") or {}).get("resourceVersion") or "")
-            body = ledger_object(name, entries, version)
-            path = QUOTA_LEDGER.path(name=name)
+            path = QUOTA_LEDGER.path(name=shard.name)
             written = self.client.request("PUT", path, body=body, timeout=timeout)
-        written.setdefault("kind", QUOTA_LEDGER.kind)
-        written.setdefault("apiVersion", QUOTA_LEDGER.api_version)
-        self.state.upsert(written)
+        self._remember(written)
 
     def _rewrite(self, name: str, drop: Callable[[Reservation], bool]) -> int:
-        """Remove matching entries from one ledger, retrying on conflict; how many went."""
-        with self._lock_for(name):
+        """Remove matching entries from one shard, retrying on conflict; how many went."""
+        with self._lock_for(name.rsplit("-", 1)[0]):
             for _ in range(self.options.max_attempts):
                 try:
-                    current = self._read(name)
-                    if current is None:
+                    shard = self._read(name)
+                    if not shard.resource_version:
                         return 0
-                    entries = reservations_of(current)
-                    kept = [e for e in entries if not drop(e)]
-                    if len(kept) == len(entries):
+                    kept = [e for e in shard.entries if not drop(e)]
+                    if len(kept) == len(shard.entries):
                         return 0
-                    self._write(name, current, kept)
-                    return len(entries) - len(kept)
+                    self._write(shard, kept, shard.sealed)
+                    return len(shard.entries) - len(kept)
                 except ApiError as exc:
                     if exc.code != 409:
                         log.warning("ledger %s: %s", name, exc)

@@ -1,15 +1,27 @@
-"""The QuotaLedger object: reservations of admissions in flight, stored in the cluster.
+"""QuotaLedger objects: the admission records of a cohort, stored in the cluster.
 
-One cluster-scoped `draquota.io/v1beta1` QuotaLedger per cohort (`cohort-<cohort>`),
-or per ClusterQueue without a cohort (`queue-<name>`): every admission that could
-take quota another queue might borrow writes the same object, so the API server's
-resourceVersion precondition serialises them across webhook replicas.
+An entry records what draquota admitted one pod for, keyed by the pod's UID
+(set by the API server before validating admission, so no user can choose or
+copy it). It is written when the pod is admitted and stays while the pod holds
+quota: before the pod exists it is a reservation, afterwards the pod's admitted
+charge. Only draquota's ServiceAccount may write QuotaLedger objects.
+
+A cohort's records are sharded into objects `<base>-<n>` (`base` is
+`cohort-<cohort>`, or `queue-<name>` for a ClusterQueue without a cohort). New
+records go to the highest shard, the active one; every admission of the cohort
+writes it with a resourceVersion precondition, which serialises them across
+replicas. When the active shard is full it is sealed (a write like any other,
+so whoever read it before conflicts) and the next shard takes over. Sealed
+shards only lose entries, which needs no serialisation: usage only drops.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+import functools
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,76 +30,118 @@ from quota.cluster import ClusterState
 from quota.errors import DraquotaError
 from webhook.kube.resources import QUOTA_LEDGER
 
-__all__ = ["Reservation", "ledger_name", "ledger_object", "reservations_of"]
+__all__ = [
+    "SHARD_BYTES",
+    "Reservation",
+    "Shard",
+    "ledger_base",
+    "ledger_object",
+    "shard_index",
+    "shard_name",
+    "shards_of",
+]
+
+# A shard is sealed before its entries pass this many bytes of JSON: far below etcd's
+# request limit (1.5 MiB) and the 256 KiB a single object should stay under, and small
+# enough that the write each admission makes stays cheap (about 200 records).
+SHARD_BYTES = 48 * 1024
+
+_SHARD = re.compile(r"^(?P<base>(?:cohort|queue)-.+)-(?P<index>[0-9]{1,6})$")
 
 
 @dataclass(frozen=True)
 class Reservation:
-    """One entry of `spec.reservations`; `charge` is the annotation JSON."""
+    """One entry of `spec.reservations`: pod UID, queue, pod `ns/name`, charge JSON."""
 
     id: str
     cluster_queue: str
     pod: str
     charge: str
-    expires_at: float  # seconds since the epoch
+    reserved_at: float = 0.0  # seconds since the epoch, for people reading the object
 
     def to_dict(self) -> dict[str, Any]:
-        expires = dt.datetime.fromtimestamp(self.expires_at, dt.UTC)
-        return {
-            "id": self.id,
-            "clusterQueue": self.cluster_queue,
-            "pod": self.pod,
-            "charge": self.charge,
-            "expiresAt": expires.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
-        }
+        out = {"id": self.id, "clusterQueue": self.cluster_queue, "pod": self.pod}
+        out["charge"] = self.charge
+        if self.reserved_at:
+            at = dt.datetime.fromtimestamp(self.reserved_at, dt.UTC)
+            out["reservedAt"] = at.isoformat(timespec="seconds").replace("+00:00", "Z")
+        return out
+
+    @functools.cached_property
+    def size(self) -> int:
+        """How many bytes the entry takes in the object's JSON (with its separator)."""
+        return len(json.dumps(self.to_dict())) + 2
 
     def parsed_charge(self) -> Charge | None:
         try:
-            return Charge.from_annotation(self.charge, f"QuotaLedger reservation {self.id}")
+            return Charge.from_annotation(self.charge, f"QuotaLedger entry {self.id}")
         except DraquotaError:
             return None
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One QuotaLedger object as read: its entries, sealed flag and resourceVersion."""
+
+    name: str
+    entries: tuple[Reservation, ...] = ()
+    sealed: bool = False
+    resource_version: str = ""
+
+    @property
+    def index(self) -> int:
+        return shard_index(self.name) or 0
+
+    def size(self) -> int:
+        return sum(entry.size for entry in self.entries)
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any]) -> Shard:
+        metadata = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        raw = spec.get("reservations") if isinstance(spec, Mapping) else None
+        entries = tuple(e for e in map(_entry, raw if isinstance(raw, list) else ()) if e)
+        return cls(
+            name=str(metadata.get("name") or ""),
+            entries=entries,
+            sealed=bool(isinstance(spec, Mapping) and spec.get("sealed") is True),
+            resource_version=str(metadata.get("resourceVersion") or ""),
+        )
 
 
 def _entry(raw: Any) -> Reservation | None:
     if not isinstance(raw, Mapping):
         return None
-    try:
-        expires = dt.datetime.fromisoformat(str(raw.get("expiresAt")).replace("Z", "+00:00"))
-    except ValueError:
-        return None
     rid, queue, charge = raw.get("id"), raw.get("clusterQueue"), raw.get("charge")
     if not (isinstance(rid, str) and isinstance(queue, str) and isinstance(charge, str)):
         return None
-    return Reservation(rid, queue, str(raw.get("pod") or ""), charge, expires.timestamp())
+    return Reservation(rid, queue, str(raw.get("pod") or ""), charge, _epoch(raw.get("reservedAt")))
 
 
-def reservations_of(obj: Mapping[str, Any] | None) -> list[Reservation]:
-    """The well-formed entries of a QuotaLedger object (malformed ones are dropped)."""
-    if not obj:
-        return []
-    spec = obj.get("spec") or {}
-    raw = spec.get("reservations") if isinstance(spec, Mapping) else None
-    if not isinstance(raw, list):
-        return []
-    return [e for e in map(_entry, raw) if e is not None]
+def _epoch(value: Any) -> float:
+    try:
+        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
 
 
-def ledger_object(
-    name: str, entries: Sequence[Reservation], resource_version: str | None
-) -> dict[str, Any]:
-    """The body to create (no resourceVersion) or update (with the version read) a ledger."""
-    metadata: dict[str, Any] = {"name": name}
-    if resource_version:
-        metadata["resourceVersion"] = resource_version
+def ledger_object(shard: Shard, entries: Sequence[Reservation], sealed: bool) -> dict[str, Any]:
+    """The body that creates (no resourceVersion) or updates a shard."""
+    metadata: dict[str, Any] = {"name": shard.name}
+    if shard.resource_version:
+        metadata["resourceVersion"] = shard.resource_version
+    spec: dict[str, Any] = {"reservations": [e.to_dict() for e in entries]}
+    if sealed:
+        spec["sealed"] = True
     return {
         "apiVersion": QUOTA_LEDGER.api_version,
         "kind": QUOTA_LEDGER.kind,
         "metadata": metadata,
-        "spec": {"reservations": [e.to_dict() for e in entries]},
+        "spec": spec,
     }
 
 
-def ledger_name(state: ClusterState, cluster_queue: str) -> str:
+def ledger_base(state: ClusterState, cluster_queue: str) -> str:
     """`cohort-<cohort>` when the queue is in a cohort, else `queue-<cluster_queue>`."""
     queue = state.get("ClusterQueue", None, cluster_queue) or {}
     spec = queue.get("spec") or {}
@@ -95,3 +149,26 @@ def ledger_name(state: ClusterState, cluster_queue: str) -> str:
     if isinstance(cohort, str) and cohort:
         return f"cohort-{cohort}"
     return f"queue-{cluster_queue}"
+
+
+def shard_name(base: str, index: int) -> str:
+    return f"{base}-{index}"
+
+
+def shard_index(name: str) -> int | None:
+    """The index of a shard name, or None when `name` is not one."""
+    match = _SHARD.match(name)
+    return int(match.group("index")) if match else None
+
+
+def shards_of(objects: Iterable[Mapping[str, Any]]) -> dict[str, list[Shard]]:
+    """Shards by ledger base, in index order; objects that are not shards are ignored."""
+    out: dict[str, list[Shard]] = {}
+    for obj in objects:
+        shard = Shard.of(obj)
+        match = _SHARD.match(shard.name)
+        if match:
+            out.setdefault(match.group("base"), []).append(shard)
+    for shards in out.values():
+        shards.sort(key=lambda s: s.index)
+    return out

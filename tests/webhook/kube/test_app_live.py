@@ -8,9 +8,9 @@ import pytest
 
 from quota.settings import Settings
 from tests.fakeapi import FakeApiServer
-from tests.webhook.builders import AppClient
+from tests.webhook.builders import AppClient, submit
 from tests.webhook.kube.conftest import FAST
-from tests.webhook.kube.objects import NAMESPACE, cluster_objects, gpu_pod
+from tests.webhook.kube.objects import cluster_objects, gpu_pod
 from tests.webhook.kube.test_backend import eventually
 from webhook.app import create_app
 from webhook.kube.backend import KubeBackend
@@ -20,19 +20,10 @@ from webhook.kube.ledger import ClusterLedger
 pytestmark = pytest.mark.integration
 
 
-def review(name: str, uid: str) -> dict:
-    request = {
-        "uid": uid,
-        "kind": {"group": "", "version": "v1", "kind": "Pod"},
-        "resource": {"group": "", "version": "v1", "resource": "pods"},
-        "operation": "CREATE",
-        "namespace": NAMESPACE,
-        "name": name,
-        "userInfo": {"username": "alice"},
-        "object": gpu_pod(name),
-        "dryRun": False,
-    }
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+def admit(http: AppClient, name: str, uid: str) -> dict:
+    return submit(
+        lambda path, doc: http.post(path, json=doc).json()["response"], gpu_pod(name), uid
+    )
 
 
 @pytest.fixture
@@ -53,16 +44,16 @@ def test_stale_cache_makes_readyz_fail_and_admission_deny_with_the_reason(
     api: FakeApiServer, http: AppClient
 ) -> None:
     eventually(lambda: http.get("/readyz").status_code == 200)
-    assert http.post("/validate", json=review("p0", "uid-0")).json()["response"]["allowed"]
+    assert admit(http, "p0", "uid-0")["allowed"]
 
     api.unreachable("reset")
     eventually(lambda: http.get("/readyz").status_code == 503)
     assert "stale for" in http.get("/readyz").json()["reason"]
-    answer = http.post("/validate", json=review("p1", "uid-1")).json()["response"]
+    answer = admit(http, "p1", "uid-1")
     assert answer["allowed"] is False
     assert answer["status"]["reason"] == "NotReady"
     assert "stale for" in answer["status"]["message"]
 
     api.reachable()
     eventually(lambda: http.get("/readyz").status_code == 200)
-    assert http.post("/validate", json=review("p1", "uid-1")).json()["response"]["allowed"]
+    assert admit(http, "p1", "uid-1")["allowed"]

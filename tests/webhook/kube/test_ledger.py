@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from quota.charge import CHARGE_ANNOTATION, FlavorResource
+from quota.charge import FlavorResource
 from quota.decision import Decision, decide
 from quota.settings import Settings
 from quota.usage import Usage
@@ -18,7 +18,7 @@ from tests.webhook.kube.test_backend import eventually
 from webhook.kube.backend import KubeBackend
 from webhook.kube.client import KubeClient
 from webhook.kube.ledger import ClusterLedger, LedgerOptions
-from webhook.kube.reservations import reservations_of
+from webhook.kube.reservations import Reservation, shards_of
 
 pytestmark = pytest.mark.integration
 
@@ -40,9 +40,9 @@ class Instance:
     ledger: ClusterLedger
     clock: Clock = field(default_factory=Clock)
 
-    def evaluator(self, pod: dict, uid: str) -> Callable[[Usage], Decision]:
+    def evaluator(self, pod: dict) -> Callable[[Usage], Decision]:
         def evaluate(usage: Usage) -> Decision:
-            return decide(pod, self.backend.state, usage, self.ledger.settings, reservation=uid)
+            return decide(pod, self.backend.state, usage, self.ledger.settings)
 
         return evaluate
 
@@ -50,7 +50,7 @@ class Instance:
 def start_instance(client: KubeClient, clock: Clock, options: LedgerOptions) -> Instance:
     backend = KubeBackend(client, FAST)
     ledger = ClusterLedger(
-        client, backend, Settings(reservation_ttl_seconds=TTL), options, clock=clock
+        client, backend, Settings(reservation_ttl_seconds=TTL), options, clock=clock, wall=clock
     )
     backend.start()
     assert backend.wait_until_ready(10), backend.ready()
@@ -83,20 +83,27 @@ def one(api: FakeApiServer, client: KubeClient, clock: Clock) -> Iterator[Instan
     instance.backend.stop()
 
 
-def ledger_entries(api: FakeApiServer, name: str = f"queue-{QUEUE}") -> list:
-    objects = {o["metadata"]["name"]: o for o in api.objects("QuotaLedger")}
-    return reservations_of(objects.get(name))
+def ledger_entries(api: FakeApiServer, base: str = f"queue-{QUEUE}") -> list[Reservation]:
+    shards = shards_of(api.objects("QuotaLedger")).get(base, [])
+    return [entry for shard in shards for entry in shard.entries]
 
 
-def test_allowed_admission_is_written_to_the_queue_ledger(
-    api: FakeApiServer, one: Instance
-) -> None:
-    pod = gpu_pod("p0")
-    decision = one.ledger.admit("uid-0", one.evaluator(pod, "uid-0"), dry_run=False)
+def admit(instance: Instance, uid: str, name: str, dry_run: bool = False) -> Decision:
+    pod = gpu_pod(name)
+    return instance.ledger.admit(uid, instance.evaluator(pod), dry_run, f"{NAMESPACE}/{name}")
+
+
+def create_pod(api: FakeApiServer, name: str, uid: str) -> None:
+    pod = gpu_pod(name)
+    pod["metadata"]["uid"] = uid
+    api.create(pod)
+
+
+def test_allowed_admission_is_recorded_by_pod_uid(api: FakeApiServer, one: Instance) -> None:
+    decision = admit(one, "uid-0", "p0")
     assert decision.allowed
     [entry] = ledger_entries(api)
-    assert (entry.id, entry.cluster_queue) == ("uid-0", QUEUE)
-    assert entry.expires_at == one.clock.now + TTL
+    assert (entry.id, entry.cluster_queue, entry.pod) == ("uid-0", QUEUE, f"{NAMESPACE}/p0")
     assert decision.charge is not None
     assert entry.charge == decision.charge.to_annotation()
     assert one.ledger.usage().of(QUEUE) == {GPU: 1}
@@ -107,22 +114,21 @@ def test_cohort_queues_share_one_ledger(
 ) -> None:
     instance = make(api, client, clock, cohort="research")
     try:
-        assert instance.ledger.admit("u", instance.evaluator(gpu_pod("p"), "u"), False).allowed
-        assert [o["metadata"]["name"] for o in api.objects("QuotaLedger")] == ["cohort-research"]
+        assert admit(instance, "u", "p").allowed
+        assert [o["metadata"]["name"] for o in api.objects("QuotaLedger")] == ["cohort-research-0"]
     finally:
         instance.backend.stop()
 
 
 def test_dry_run_decides_without_writing(api: FakeApiServer, one: Instance) -> None:
-    decision = one.ledger.admit("uid-0", one.evaluator(gpu_pod("p0"), "uid-0"), dry_run=True)
-    assert decision.allowed
+    assert admit(one, "uid-0", "p0", dry_run=True).allowed
     assert api.objects("QuotaLedger") == []
 
 
 def test_quota_exhausted_by_reservations_denies(api: FakeApiServer, one: Instance) -> None:
     for i in range(2):
-        assert one.ledger.admit(f"u{i}", one.evaluator(gpu_pod(f"p{i}"), f"u{i}"), False).allowed
-    denied = one.ledger.admit("u2", one.evaluator(gpu_pod("p2"), "u2"), False)
+        assert admit(one, f"u{i}", f"p{i}").allowed
+    denied = admit(one, "u2", "p2")
     assert (denied.allowed, denied.reason) == (False, "QuotaExceeded")
     assert "in use 2 of nominal 2" in denied.message
     assert [e.id for e in ledger_entries(api)] == ["u0", "u1"]
@@ -130,27 +136,27 @@ def test_quota_exhausted_by_reservations_denies(api: FakeApiServer, one: Instanc
 
 def test_retried_admission_does_not_count_twice(api: FakeApiServer, one: Instance) -> None:
     for _ in range(3):
-        assert one.ledger.admit("same", one.evaluator(gpu_pod("p"), "same"), False).allowed
+        assert admit(one, "same", "p").allowed
     assert [e.id for e in ledger_entries(api)] == ["same"]
 
 
 def test_conflict_rereads_and_reevaluates(api: FakeApiServer, one: Instance) -> None:
     """Another replica writes between our read and our write: 409, read again, decide again."""
-    assert one.ledger.admit("a", one.evaluator(gpu_pod("a"), "a"), False).allowed
+    assert admit(one, "a", "a").allowed
     seen: list[int] = []
-    evaluate = one.evaluator(gpu_pod("b"), "b")
+    evaluate = one.evaluator(gpu_pod("b"))
 
     def racing(usage: Usage) -> Decision:
         seen.append(usage.of(QUEUE).get(GPU, 0))
-        if len(seen) == 2:  # after our GET: a rival takes the last GPU first
+        if len(seen) == 1:  # while we decide on the cached ledger, a rival takes the last GPU
             rival = api.objects("QuotaLedger")[0]
             rival["spec"]["reservations"].append({**rival["spec"]["reservations"][0], "id": "x"})
             api.update(rival)
         return evaluate(usage)
 
-    decision = one.ledger.admit("b", racing, dry_run=False)
+    decision = one.ledger.admit("b", racing, False, f"{NAMESPACE}/b")
     assert one.ledger.conflicts == 1
-    assert seen == [1, 1, 2]  # cached, first fresh read, re-read after the conflict
+    assert seen == [1, 2]  # decided on the cache; after the conflict, on a fresh read
     assert (decision.allowed, decision.reason) == (False, "QuotaExceeded")
     assert sorted(e.id for e in ledger_entries(api)) == ["a", "x"]
 
@@ -160,14 +166,14 @@ def test_endless_conflicts_fail_closed(
 ) -> None:
     instance = make(api, client, clock, nominal=100, max_attempts=3)
     try:
-        assert instance.ledger.admit("a", instance.evaluator(gpu_pod("a"), "a"), False).allowed
-        evaluate = instance.evaluator(gpu_pod("b"), "b")
+        assert admit(instance, "a", "a").allowed
+        evaluate = instance.evaluator(gpu_pod("b"))
 
         def always_racing(usage: Usage) -> Decision:
             api.update(api.objects("QuotaLedger")[0])  # bumps the resourceVersion
             return evaluate(usage)
 
-        decision = instance.ledger.admit("b", always_racing, dry_run=False)
+        decision = instance.ledger.admit("b", always_racing, False, f"{NAMESPACE}/b")
         assert (decision.allowed, decision.reason, decision.code) == (
             False,
             "LedgerUnavailable",
@@ -182,42 +188,79 @@ def test_endless_conflicts_fail_closed(
 
 def test_unreachable_api_fails_closed(api: FakeApiServer, one: Instance) -> None:
     api.unreachable("reset")
-    decision = one.ledger.admit("u", one.evaluator(gpu_pod("p"), "u"), dry_run=False)
+    decision = admit(one, "u", "p")
     assert (decision.allowed, decision.reason) == (False, "LedgerUnavailable")
     assert "QuotaLedger queue-gpus" in decision.message
     api.reachable()
 
 
-def test_expired_reservations_stop_counting_and_are_deleted(
+def test_reservation_whose_pod_never_came_expires_on_this_replicas_clock(
     api: FakeApiServer, one: Instance
 ) -> None:
-    assert one.ledger.admit("gone", one.evaluator(gpu_pod("p"), "gone"), False).allowed
-    one.clock.now += TTL + 1
-    assert one.ledger.usage().of(QUEUE) == {}
-    assert one.ledger.reconcile() == 1
-    assert ledger_entries(api) == []
-
-
-def test_confirmed_reservation_counts_once_and_goes_after_the_grace(
-    api: FakeApiServer, one: Instance
-) -> None:
-    pod = gpu_pod("p")
-    decision = one.ledger.admit("r1", one.evaluator(pod, "r1"), False)
-    assert decision.charge is not None
-    api.create(gpu_pod("p", {CHARGE_ANNOTATION: decision.charge.to_annotation()}))
-    eventually(lambda: one.backend.state.get("Pod", NAMESPACE, "p") is not None)
-    assert one.ledger.usage().of(QUEUE) == {GPU: 1}  # pod and reservation: counted once
-    assert one.ledger.reconcile() == 0  # confirmed now, kept for the grace period
-    one.clock.now += one.ledger.options.confirm_grace
-    assert one.ledger.reconcile() == 1
-    assert ledger_entries(api) == []
-    eventually(lambda: one.backend.state.list("QuotaLedger")[0]["spec"]["reservations"] == [])
+    assert admit(one, "never", "p").allowed
+    one.clock.now += TTL - 1
     assert one.ledger.usage().of(QUEUE) == {GPU: 1}
-
-
-def test_release_removes_the_reservation(api: FakeApiServer, one: Instance) -> None:
-    assert one.ledger.admit("r", one.evaluator(gpu_pod("p"), "r"), False).allowed
-    one.ledger.release("r")
-    one.ledger.release("never-existed")
-    assert ledger_entries(api) == []
+    assert one.ledger.reconcile() == 0
+    one.clock.now += 2
     assert one.ledger.usage().of(QUEUE) == {}
+    assert one.ledger.reconcile() == 1
+    assert ledger_entries(api) == []
+
+
+def test_record_stays_while_its_pod_lives_and_goes_when_it_is_deleted(
+    api: FakeApiServer, one: Instance
+) -> None:
+    decision = admit(one, "uid-p", "p")
+    assert decision.charge is not None
+    create_pod(api, "p", "uid-p")
+    eventually(lambda: one.backend.state.get("Pod", NAMESPACE, "p") is not None)
+    assert one.ledger.usage().of(QUEUE) == {GPU: 1}  # pod and its record: counted once
+    one.clock.now += 10 * TTL
+    assert one.ledger.reconcile() == 0  # the admitted charge of a live pod stays
+    assert [e.id for e in ledger_entries(api)] == ["uid-p"]
+    api.delete("Pod", NAMESPACE, "p")
+    eventually(lambda: one.backend.state.get("Pod", NAMESPACE, "p") is None)
+    assert one.ledger.usage().of(QUEUE) == {}  # released at once, not after a TTL
+    assert one.ledger.reconcile() == 1
+    assert ledger_entries(api) == []
+
+
+def test_a_full_shard_is_sealed_and_the_next_one_takes_new_records(
+    api: FakeApiServer, client: KubeClient, clock: Clock
+) -> None:
+    for obj in cluster_objects(100, None):
+        api.create(obj)
+    options = LedgerOptions(reconcile_interval=3600, shard_bytes=1500)
+    instance = start_instance(client, clock, options)
+    try:
+        for i in range(8):
+            assert admit(instance, f"u{i}", f"p{i}").allowed
+        shards = shards_of(api.objects("QuotaLedger"))[f"queue-{QUEUE}"]
+        assert len(shards) > 1
+        assert all(s.sealed for s in shards[:-1]) and not shards[-1].sealed
+        assert all(s.size() <= 1500 for s in shards)
+        assert sorted(e.id for e in ledger_entries(api)) == [f"u{i}" for i in range(8)]
+        assert instance.ledger.usage().of(QUEUE) == {GPU: 8}
+    finally:
+        instance.backend.stop()
+
+
+def test_an_admission_without_conflict_decides_once_and_writes_once(
+    api: FakeApiServer, one: Instance
+) -> None:
+    assert admit(one, "u0", "p0").allowed  # creates the shard
+    eventually(lambda: one.backend.state.list("QuotaLedger"))
+    decisions: list[int] = []
+    evaluate = one.evaluator(gpu_pod("p1"))
+
+    def counting(usage: Usage) -> Decision:
+        decisions.append(1)
+        return evaluate(usage)
+
+    api.calls.clear()
+    assert one.ledger.admit("u1", counting, False, f"{NAMESPACE}/p1").allowed
+    ledger_calls = [c for c in api.calls if "quotaledgers/" in c[1]]  # not the watch
+    assert (len(decisions), ledger_calls) == (
+        1,
+        [("PUT", "/apis/draquota.io/v1beta1/quotaledgers/queue-gpus-0")],
+    )

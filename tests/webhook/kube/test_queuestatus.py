@@ -28,7 +28,7 @@ def test_queue_status_reports_active_and_usage_and_is_not_rewritten(
     instance = make(api, client, Clock(), nominal=2)
     try:
         pod = gpu_pod("p0")
-        decision = instance.ledger.admit("uid-0", instance.evaluator(pod, "uid-0"), False)
+        decision = instance.ledger.admit("uid-0", instance.evaluator(pod), False, "team-a/p0")
         assert decision.allowed and decision.charge is not None
         writer = QueueStatusWriter(
             client, instance.backend, instance.ledger, instance.ledger.settings

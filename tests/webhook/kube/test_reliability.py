@@ -47,7 +47,8 @@ def submit(api: FakeApiServer, replica: Replica, index: int) -> str:
         return "unavailable"
     uid = f"uid-{index}"
     pod = gpu_pod(f"p{index}")
-    decision = replica.instance.ledger.admit(uid, replica.instance.evaluator(pod, uid), False)
+    key = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+    decision = replica.instance.ledger.admit(uid, replica.instance.evaluator(pod), False, key)
     if replica.dead:
         return "lost"  # the replica died before answering: the pod is not created
     if not decision.allowed:
@@ -55,7 +56,9 @@ def submit(api: FakeApiServer, replica: Replica, index: int) -> str:
         assert f'exceeds quota of ClusterQueue "{QUEUE}"' in decision.message
         return "denied"
     assert decision.charge is not None
-    api.create(gpu_pod(f"p{index}", {CHARGE_ANNOTATION: decision.charge.to_annotation()}))
+    created = gpu_pod(f"p{index}", {CHARGE_ANNOTATION: decision.charge.to_annotation()})
+    created["metadata"]["uid"] = uid  # the uid the API server showed the webhook
+    api.create(created)
     return "admitted"
 
 
@@ -125,7 +128,7 @@ def test_replica_killed_mid_load_and_restarted_loses_and_double_counts_nothing(
         replicas[2] = Replica(kubeconfig, clock)  # the restart
         assert replicas[2].instance.ledger.usage().of(QUEUE) == before
 
-        clock.now += TTL + OPTIONS.confirm_grace  # lost answers' reservations expire
+        clock.now += TTL + 1  # lost answers' reservations expire on every replica's clock
         replicas[2].instance.ledger.reconcile()
         eventually(lambda: converged(replicas, api))
         for replica in replicas:

@@ -1,0 +1,135 @@
+"""Which pods hold quota, and what a live pod is charged (SPEC §4, integrity).
+
+Liveness is Kubernetes' ResourceQuota rule (`QuotaV1Pod`): a pod holds quota
+until it is Succeeded or Failed, or it was deleted and `deletionTimestamp +
+deletionGracePeriodSeconds` has passed. A terminating pod still holds its devices.
+
+A live pod is charged the larger of two amounts, so that nothing its user writes
+after admission can lower it:
+- its admitted charge: the record draquota wrote when it admitted the pod, keyed
+  by the pod's UID (which the API server sets), where users cannot write;
+- what its claims cost now: the claims generated for it
+  (`status.resourceClaimStatuses`), else its templates, and the named claims it
+  references.
+The `draquota.io/charge` annotation is never read here: it is informational.
+A pod with no record (created before draquota was installed, or while its
+webhook was bypassed) is charged by recomputation alone.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+from quota.charge import Charge, at_least
+from quota.cluster import ClusterState, Obj
+from quota.decision import recompute_charge
+from quota.errors import DraquotaError
+from quota.settings import Settings
+from quota.usage import Usage
+
+__all__ = [
+    "TERMINAL_PHASES",
+    "is_live_pod",
+    "live_pod_charge",
+    "pod_key",
+    "pod_uid",
+    "released_at",
+    "usage_from_pods",
+]
+
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+def _metadata(pod: Obj) -> Mapping[str, Any]:
+    metadata = pod.get("metadata")
+    return metadata if isinstance(metadata, Mapping) else {}
+
+
+def pod_key(pod: Obj) -> str:
+    """`namespace/name`, the holder of a live pod's usage."""
+    metadata = _metadata(pod)
+    return f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
+
+
+def pod_uid(pod: Obj) -> str:
+    """The UID the API server gave the pod ("" when the object has none, e.g. a file)."""
+    uid = _metadata(pod).get("uid")
+    return uid if isinstance(uid, str) else ""
+
+
+def _epoch(timestamp: Any) -> float | None:
+    if not isinstance(timestamp, str):
+        return None
+    try:
+        return dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def released_at(pod: Obj) -> float | None:
+    """When a deleted pod stops holding quota (epoch seconds); None while it holds it for good.
+
+    Like ResourceQuota, a deleted pod without a grace period on record, or with a
+    timestamp that cannot be read, keeps holding quota until it is gone.
+    """
+    metadata = _metadata(pod)
+    deleted = _epoch(metadata.get("deletionTimestamp"))
+    grace = metadata.get("deletionGracePeriodSeconds")
+    if deleted is None or isinstance(grace, bool) or not isinstance(grace, int):
+        return None
+    return deleted + max(grace, 0)
+
+
+def is_live_pod(pod: Obj, now: float) -> bool:
+    """True while the pod holds quota at `now` (epoch seconds)."""
+    status = pod.get("status")
+    if isinstance(status, Mapping) and status.get("phase") in TERMINAL_PHASES:
+        return False
+    release = released_at(pod)
+    return release is None or now <= release
+
+
+def live_pod_charge(
+    pod: Obj,
+    state: ClusterState,
+    settings: Settings,
+    now: float,
+    admitted: Charge | None = None,
+) -> Charge | None:
+    """What a pod holds at `now`; None when it is not live or not managed.
+
+    `admitted` is the pod's admission record (trusted: only draquota writes it).
+    It names the queue and flavors; the pod's claims as they are now may raise the
+    amounts, never lower them. When the claims cannot be read (a template deleted
+    after admission), the record alone is the charge.
+    """
+    if not is_live_pod(pod, now):
+        return None
+    try:
+        current = recompute_charge(pod, state, settings, admitted)
+    except DraquotaError:
+        return admitted
+    if admitted is None or current is None:
+        return current or admitted
+    return at_least(admitted, current)
+
+
+def usage_from_pods(
+    state: ClusterState,
+    settings: Settings,
+    now: float,
+    records: Mapping[str, Charge] | None = None,
+) -> Usage:
+    """Usage held by the live pods of the cluster view, keyed by `ns/name`.
+
+    `records` maps pod UIDs to admitted charges.
+    """
+    records = records or {}
+    usage = Usage()
+    for pod in state.list("Pod"):
+        charge = live_pod_charge(pod, state, settings, now, records.get(pod_uid(pod)))
+        if charge is not None:
+            usage.add(pod_key(pod), charge)
+    return usage

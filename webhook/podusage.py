@@ -1,0 +1,266 @@
+"""`PodUsage`: what the live pods of a cluster view hold, kept incrementally.
+
+Each live pod is charged by `quota.livepods.live_pod_charge` with its admission
+record (looked up by UID in the records its ledger hands in). The index follows
+the view's change journal: a changed pod is recharged alone, a changed claim or
+template recharges the pods that read it, a change to queues or classes
+recharges everything. A deleted pod that is still terminating keeps its charge
+until `deletionTimestamp + grace`, when a timer recharges it to nothing.
+
+Not thread-safe: the ledger that owns it calls it under its lock.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import time
+from collections.abc import Callable, Mapping
+
+from quota.charge import Charge
+from quota.claims import claim_references
+from quota.cluster import ClusterState, Obj
+from quota.errors import DraquotaError
+from quota.livepods import is_live_pod, live_pod_charge, pod_key, pod_uid, released_at
+from quota.settings import Settings
+from webhook.usageindex import IndexedUsage
+
+__all__ = ["CHARGE_KINDS", "CLAIM_KINDS", "CONFIG_KINDS", "PodUsage"]
+
+log = logging.getLogger("draquota.usage")
+
+# Kinds every pod's charge depends on: a change to one of them recharges every pod.
+CONFIG_KINDS = ("ClusterQueue", "LocalQueue", "ResourceFlavor", "Namespace", "DeviceClass")
+# Kinds a pod's charge depends on through its own claims: a change recharges the pods using them.
+CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
+CHARGE_KINDS = CONFIG_KINDS + CLAIM_KINDS
+
+_Ref = tuple[str, str | None, str]
+# how long the UID of a pod that stopped holding quota is remembered
+GONE_MEMORY_SECONDS = 600.0
+
+
+class PodUsage:
+    """Usage of live pods by `ns/name`, plus which UIDs are live, and which are gone."""
+
+    def __init__(
+        self,
+        state: ClusterState,
+        settings: Settings,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self._state = state
+        self._settings = settings
+        self._wall = wall
+        self.usage = IndexedUsage()
+        self._records: dict[str, Charge] = {}
+        self._pods: dict[str, Obj] = {}
+        self._uids: dict[str, str] = {}  # uid -> key, for every cached pod with a UID
+        self._gone: dict[str, float] = {}  # uid -> when its pod left the view
+        self._releases: list[tuple[float, str]] = []  # (release time, key) of terminating pods
+        self._users: dict[_Ref, set[str]] = {}  # claim or template -> keys of pods reading it
+        self._revisions: dict[str, int] = {}
+        self._config_revision: tuple[int, ...] = ()
+        self._reserved: dict[str, Charge] = {}  # uid -> charge of an admission whose pod is unseen
+        self._departed: list[str] = []  # uids of recorded pods that stopped holding quota
+        self.unrecorded: set[str] = set()  # keys of managed live pods without a record
+        self.rebuild()
+
+    # -- queries -------------------------------------------------------------------
+
+    def holds(self, uid: str) -> bool:
+        """A cached pod with this UID holds quota now (its record is counted with it)."""
+        key = self._uids.get(uid)
+        return key is not None and self.usage.charge_of(key) is not None
+
+    def gone(self, uid: str) -> bool:
+        """A pod with this UID was seen and holds no quota any more (deleted or finished)."""
+        key = self._uids.get(uid)
+        if key is None:
+            return uid in self._gone
+        return not is_live_pod(self._pods[key], self._wall())
+
+    def records(self) -> Mapping[str, Charge]:
+        return self._records
+
+    def users(self, kind: str, namespace: str, name: str) -> list[Obj]:
+        """The cached pods whose charge reads this claim or template (named or generated)."""
+        keys = sorted(self._users.get((kind, namespace, name), ()))
+        return [self._pods[key] for key in keys if key in self._pods]
+
+    def reserved(self) -> dict[str, Charge]:
+        """Reservations still counted on their own (their pods not seen yet)."""
+        return dict(self._reserved)
+
+    def is_reserved(self, uid: str) -> bool:
+        return uid in self._reserved
+
+    def drain_departed(self) -> list[str]:
+        """UIDs of pods with a record that left or stopped holding quota since the last call."""
+        departed, self._departed = self._departed, []
+        return departed
+
+    # -- updates -------------------------------------------------------------------
+
+    def reserve(self, uid: str, charge: Charge) -> None:
+        """Count an admission whose pod is not in the view yet (until it is, or `unreserve`)."""
+        if self.holds(uid) or self.gone(uid):
+            return
+        self._reserved[uid] = charge
+        self.usage.add(uid, charge)
+
+    def unreserve(self, uid: str) -> None:
+        if self._reserved.pop(uid, None) is not None:
+            self.usage.remove(uid)
+
+    def set_record(self, uid: str, charge: Charge | None) -> None:
+        """Set (or with None, drop) one pod's admission record."""
+        self.update_records({uid: charge})
+
+    def update_records(self, changes: Mapping[str, Charge | None]) -> None:
+        """Apply record changes; recharges the cached pods whose record changed."""
+        for uid, charge in changes.items():
+            if self._records.get(uid) == charge:
+                continue
+            if charge is None:
+                self._records.pop(uid, None)
+            else:
+                self._records[uid] = charge
+            key = self._uids.get(uid)
+            if key is not None:
+                self._charge(key, self._pods[key])
+
+    def sync(self) -> None:
+        """Catch up with the view's changes and with terminating pods whose grace ran out."""
+        if self._state.revision(*CONFIG_KINDS) != self._config_revision:
+            self.rebuild()
+        else:
+            self._apply_changes("Pod", self._pod_changed)
+            for kind in CLAIM_KINDS:
+                self._apply_changes(kind, lambda key, _obj, k=kind: self._claim_changed(k, key))
+        self._release_due()
+        self._forget_gone()
+
+    def rebuild(self) -> None:
+        """Charge every pod again (queues or classes changed, or on start)."""
+        self._config_revision = self._state.revision(*CONFIG_KINDS)
+        for kind in ("Pod", *CLAIM_KINDS):
+            self._revisions[kind] = self._state.revision(kind)[0]
+        current = {pod_key(pod): pod for pod in self._state.list("Pod")}
+        for key, old in self._pods.items():
+            uid = pod_uid(old)
+            if uid and (key not in current or pod_uid(current[key]) != uid):
+                self._left(uid)
+        self.usage = IndexedUsage(self._reserved)
+        self._pods, self._uids, self._users = {}, {}, {}
+        self._releases, self.unrecorded = [], set()
+        for key, pod in current.items():
+            self._pod_changed(key, pod)
+
+    # -- mechanics -----------------------------------------------------------------
+
+    def _apply_changes(self, kind: str, changed: Callable[[str, Obj | None], None]) -> None:
+        seen = self._revisions.get(kind, 0)
+        now = self._state.revision(kind)[0]
+        if now == seen:
+            return
+        self._revisions[kind] = now
+        keys = self._state.changed_since(kind, seen)
+        if keys is None:  # a relist: compare everything
+            if kind != "Pod":
+                for ref in list(self._users):
+                    if ref[0] == kind:
+                        self._claim_changed(kind, f"{ref[1]}/{ref[2]}")
+                return
+            current = {pod_key(pod): pod for pod in self._state.list("Pod")}
+            for key in self._pods.keys() - current.keys():
+                self._pod_changed(key, None)
+            for key, pod in current.items():
+                self._pod_changed(key, pod)
+            return
+        for namespace, name in sorted(keys, key=lambda k: (k[0] or "", k[1])):
+            key = f"{namespace or 'default'}/{name}"
+            changed(key, self._state.get(kind, namespace, name) if kind == "Pod" else None)
+
+    def _claim_changed(self, kind: str, key: str) -> None:
+        namespace, name = key.split("/", 1)
+        for user in sorted(self._users.get((kind, namespace, name), ())):
+            pod = self._pods.get(user)
+            if pod is not None:
+                self._charge(user, pod)
+
+    def _pod_changed(self, key: str, pod: Obj | None) -> None:
+        if pod is not None and self._pods.get(key) is pod:
+            return
+        self._forget(key, still=pod_uid(pod) if pod is not None else "")
+        if pod is None:
+            return
+        self._pods[key] = pod
+        uid = pod_uid(pod)
+        if uid:
+            self._uids[uid] = key
+            self._gone.pop(uid, None)
+        for ref in claim_references(pod, generated=True):
+            self._users.setdefault(ref, set()).add(key)
+        self._charge(key, pod)
+
+    def _forget(self, key: str, still: str = "") -> None:
+        """Drop a pod from the index (`still`: the UID of the pod that replaces it at once)."""
+        old = self._pods.pop(key, None)
+        if old is None:
+            return
+        for ref in claim_references(old, generated=True):
+            users = self._users.get(ref)
+            if users is not None:
+                users.discard(key)
+                if not users:
+                    del self._users[ref]
+        uid = pod_uid(old)
+        if uid and uid != still and self._uids.get(uid) == key:
+            del self._uids[uid]
+            self._left(uid)
+        self.usage.remove(key)
+        self.unrecorded.discard(key)
+
+    def _left(self, uid: str) -> None:
+        self._gone[uid] = self._wall()
+        if uid in self._records:
+            self._departed.append(uid)
+
+    def _charge(self, key: str, pod: Obj) -> None:
+        uid, now = pod_uid(pod), self._wall()
+        record = self._records.get(uid) if uid else None
+        try:
+            charge = live_pod_charge(pod, self._state, self._settings, now, record)
+        except DraquotaError as exc:  # a malformed pod keeps its record, if it has one
+            log.warning("cannot charge live pod", extra={"pod": key, "error": str(exc)})
+            charge = record if is_live_pod(pod, now) else None
+        self.usage.remove(key)
+        self.unrecorded.discard(key)
+        if charge is None:
+            if record is not None:
+                self._departed.append(uid)
+            return
+        self.usage.add(key, charge)
+        if uid:
+            self.unreserve(uid)  # the pod counts now, with its record
+        if record is None:
+            self.unrecorded.add(key)
+        release = released_at(pod)
+        if release is not None:
+            heapq.heappush(self._releases, (release, key))
+
+    def _release_due(self) -> None:
+        now = self._wall()
+        while self._releases and self._releases[0][0] < now:
+            _, key = heapq.heappop(self._releases)
+            pod = self._pods.get(key)
+            if pod is not None and self.usage.charge_of(key) is not None:
+                self._charge(key, pod)
+
+    def _forget_gone(self) -> None:
+        if len(self._gone) < 1024:
+            return
+        horizon = self._wall() - GONE_MEMORY_SECONDS
+        for uid in [u for u, at in self._gone.items() if at < horizon]:
+            del self._gone[uid]
