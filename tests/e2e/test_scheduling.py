@@ -18,13 +18,16 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def sched(draquota_cluster: Draquota) -> Scenario:
-    # small: quota 2 on a 2-GPU node; big: quota 16 on an 8-GPU node (more quota than devices)
-    return scenario(
+    # small: quota 2 on a 2-GPU node; big: quota 16 on an 8-GPU node (more quota than devices);
+    # and, as in any real cluster, a node of free GPUs that no flavor of this queue names
+    s = scenario(
         draquota_cluster,
         "e2e-sched",
         Flavor("small", 2, {"e2e-sched-small-1": 2}),
         Flavor("big", 16, {"e2e-sched-big-1": 8}),
     )
+    s.cluster.fake_node("e2e-sched-elsewhere", 8)
+    return s
 
 
 def _create(s: Scenario, name: str, gpus: int) -> tuple[bool, str]:
@@ -88,15 +91,14 @@ def test_every_pod_draquota_admits_gets_scheduled(sched: Scenario) -> None:
 def test_claims_no_node_can_hold_are_denied_although_quota_would_fit(sched: Scenario) -> None:
     created, why = _create(sched, "too-big", 9)  # quota 16 - 7 in use fits; 8 GPUs per node
     assert not created
-    assert (
-        "flavor e2e-sched-big: claims cannot be placed on nodes with labels "
-        "e2e.draquota.io/pool=e2e-sched-big"
-    ) in why, why
+    # on any node, or on every flavor's nodes (depending on what else the cluster holds)
+    assert "claims cannot be placed on" in why and "too complex" not in why, why
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="bug (b): placement judges currently-allocated devices, so busy devices deny the pod",
+    reason="bug (b), what is left of it: the warning that the claims cannot be placed on the "
+    "devices free right now judges every node, not the nodes of the flavor the pod is steered to",
 )
 def test_a_pod_whose_devices_are_busy_right_now_is_admitted_with_a_warning(
     sched: Scenario,
