@@ -31,10 +31,30 @@ from quota.quantity import sat_add, sat_mul
 from quota.queues import TRY_NEXT_FLAVOR, ClusterQueue, QueueTable, ResourceGroup
 from quota.selectors import requirement_matches
 
-__all__ = ["Assignment", "QuotaView", "assign_flavors", "flavor_matches_pod", "quota_view"]
+__all__ = [
+    "Assignment",
+    "PreferringFilter",
+    "QuotaView",
+    "assign_flavors",
+    "flavor_matches_pod",
+    "quota_view",
+]
 
 # A flavor filter returns why a flavor cannot be used, or None.
 FlavorFilter = Callable[[str], str | None]
+
+
+@dataclass(frozen=True)
+class PreferringFilter:
+    """A flavor filter that also ranks the flavors it allows: among flavors that fit quota
+    equally (same borrowing), a `preferred` one wins over an earlier one that is not
+    (placement: one whose nodes can host the pod now, SPEC §5)."""
+
+    exclude: FlavorFilter
+    preferred: Callable[[str], bool]
+
+    def __call__(self, flavor: str) -> str | None:
+        return self.exclude(flavor)
 
 
 @dataclass(frozen=True)
@@ -185,6 +205,8 @@ def _assign_group(
 ) -> tuple[str | None, bool, list[str]]:
     reasons: list[str] = []
     fallback: tuple[str, bool] | None = None
+    first: tuple[str, bool] | None = None  # the first flavor quota accepts
+    preferred = flavor_filter.preferred if isinstance(flavor_filter, PreferringFilter) else None
     for flavor in group.flavors:
         excluded = flavor_filter(flavor.name)
         if excluded:
@@ -202,9 +224,16 @@ def _assign_group(
         if not fits:
             continue
         if not borrows or fungibility != TRY_NEXT_FLAVOR or capacity_only:
-            return flavor.name, borrows, reasons
+            wanted = preferred is None or preferred(flavor.name)
+            if wanted and (first is None or first[1] == borrows):
+                return flavor.name, borrows, reasons
+            if first is None:
+                first = (flavor.name, borrows)
+            continue
         if fallback is None:
             fallback = (flavor.name, borrows)
+    if first is not None:
+        return first[0], first[1], reasons
     if fallback is not None:
         return fallback[0], fallback[1], reasons
     return None, False, reasons

@@ -9,6 +9,7 @@ because a user can write any annotation.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -26,6 +27,36 @@ class FlavorResource(NamedTuple):
 
     flavor: str
     resource: str
+
+
+# Kubernetes' limit on all annotations of an object together (TotalAnnotationSizeLimitB).
+MAX_ANNOTATION_BYTES = 256 * 1024
+# The record is an object of objects of objects (sharedClaims -> claim -> amounts).
+MAX_ANNOTATION_DEPTH = 4
+# A JSON string (skipped whole) or one bracket; scanning stops once too deep.
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def _too_deep(text: str, limit: int) -> bool:
+    """Whether JSON arrays/objects nest deeper than `limit` in `text`; linear, no recursion,
+    and it stops at the first bracket past the limit."""
+    depth = 0
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if token in ("[", "{"):
+            depth += 1
+            if depth > limit:
+                return True
+        elif token in ("]", "}"):
+            depth -= 1
+    return False
+
+
+def _bounded_int(digits: str) -> int:
+    """JSON integers of at most 19 digits (int64); longer ones are invalid, not parsed."""
+    if len(digits.lstrip("-")) > 19:
+        raise ValueError(f"integer of {len(digits)} digits out of range")
+    return int(digits)
 
 
 def _or_empty(value: Any) -> Any:
@@ -99,9 +130,19 @@ class Charge:
     def from_annotation(cls, text: str, ref: str) -> Charge:
         """Parse an annotation value; InvalidObject naming `ref` and the field if malformed."""
         path = f"metadata.annotations[{CHARGE_ANNOTATION}]"
+        if isinstance(text, str) and len(text) > MAX_ANNOTATION_BYTES:
+            raise InvalidObject(
+                ref, path, f"{len(text)} characters long, at most {MAX_ANNOTATION_BYTES}"
+            )
+        if isinstance(text, str) and _too_deep(text, MAX_ANNOTATION_DEPTH):
+            raise InvalidObject(
+                ref,
+                path,
+                f"nested deeper than {MAX_ANNOTATION_DEPTH} levels of JSON arrays/objects",
+            )
         try:
-            data = json.loads(text) if isinstance(text, str) else None
-        except ValueError as exc:
+            data = json.loads(text, parse_int=_bounded_int) if isinstance(text, str) else None
+        except (ValueError, RecursionError) as exc:
             raise InvalidObject(ref, path, f"invalid JSON: {exc}") from exc
         if not isinstance(data, Mapping):
             raise InvalidObject(ref, path, "must be a JSON object")

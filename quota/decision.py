@@ -18,7 +18,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from quota.assignment import Assignment, assign_flavors, flavor_matches_pod
+from quota.assignment import (
+    Assignment,
+    FlavorFilter,
+    PreferringFilter,
+    assign_flavors,
+    flavor_matches_pod,
+)
 from quota.charge import QUEUE_LABEL, Charge, at_least
 from quota.claims import PodClaim
 from quota.cluster import ClusterState, Obj
@@ -244,9 +250,10 @@ def _flavor_filter(
     placer: Placer | None,
     settings: Settings,
     warnings: list[str],
-) -> Callable[[str], str | None]:
+) -> FlavorFilter:
     keys = _group_label_keys(table, queue)
     pod_spec = workload.pod.get("spec") or {}
+    busy: set[str] = set()
 
     def check(flavor: str) -> str | None:
         known = table.flavors.get(flavor)
@@ -257,19 +264,24 @@ def _flavor_filter(
         if placer is None or settings.placement == "Off" or not claims or not known.node_labels:
             return None
         placement = placer(claims, known.node_labels)
-        if placement.ok:
-            return None
         labels = ",".join(f"{k}={v}" for k, v in known.node_labels.items())
-        reason = (
-            f"flavor {flavor}: claims cannot be placed on nodes with labels {labels}: "
-            f"{placement.reason}"
-        )
+        if placement.ok:
+            if not getattr(placement, "now", True):
+                busy.add(flavor)  # fits once devices are released: allowed, not preferred
+            return None
+        if getattr(placement, "too_complex", False):
+            reason = f"flavor {flavor}: claims on nodes with labels {labels} {placement.reason}"
+        else:
+            reason = (
+                f"flavor {flavor}: claims cannot be placed on nodes with labels {labels}: "
+                f"{placement.reason}"
+            )
         if settings.placement == "Warn":
             warnings.append(reason)
             return None
         return reason
 
-    return check
+    return PreferringFilter(check, lambda flavor: flavor not in busy)
 
 
 def _exceeds(subject: str, route: _Route, assignment: Assignment) -> str:
@@ -310,11 +322,21 @@ def _evaluate(
         placement = placer(demand.claims, None)
         if getattr(placement, "invalid", False):
             return _deny("InvalidObject", f"{subject}: {placement.reason}", code=400, queue=name)
-        if not placement.ok:
+        if getattr(placement, "too_complex", False):
+            text = f"{subject}: claims {placement.reason}"
+            if settings.placement == "Enforce":
+                return _deny("TooComplex", text, queue=name)
+            warnings.append(text)
+        elif not placement.ok:
             text = f"{subject}: claims cannot be placed on any node: {placement.reason}"
             if settings.placement == "Enforce":
                 return _deny("Unplaceable", text, queue=name)
             warnings.append(text)
+        elif not getattr(placement, "now", True):
+            warnings.append(
+                f"{subject}: claims cannot be placed on the devices free right now, the pod "
+                f"waits until allocated devices are released: {placement.reason}"
+            )
     flavor_filter = _flavor_filter(
         table, route.queue, workload, demand.claims, placer, settings, warnings
     )
@@ -562,7 +584,8 @@ def recompute_charge(
     route = _recorded_route(recorded, table) or _usage_route(workload, table)
     if route is None:
         return None
-    demand = pod_demand(workload, state, generated=True)
+    # saturate: a live pod with an out-of-range quantity is charged the most, never dropped
+    demand = pod_demand(workload, state, generated=True, saturate=True)
     charged = _charged(demand, route.queue, table)
     assignment = _recorded_flavors(route.queue, charged, recorded)
     if assignment is None:  # no record: the flavor whose nodes the pod is pinned to

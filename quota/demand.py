@@ -61,17 +61,23 @@ def extended_names(state: ClusterState) -> dict[str, str]:
     return cached[1]
 
 
-def pod_demand(workload: Workload, state: ClusterState, generated: bool = False) -> PodDemand:
+def pod_demand(
+    workload: Workload, state: ClusterState, generated: bool = False, saturate: bool = False
+) -> PodDemand:
     """The demand of one pod of `workload`, with claims looked up in `state` (`generated`:
     a live pod, charged for the claims generated for it; see `expand_pod_claims`).
 
     Errors name the original object and the field path inside it (for a Job,
-    under `spec.template`).
+    under `spec.template`). With `saturate` (a live pod, already stored), a request
+    quantity that is out of range or does not parse is charged as much as possible
+    instead of raising (`quota.podresources.pod_resources`).
     """
     try:
         claims = expand_pod_claims(workload.pod, state, workload.ref, generated)
         entries = {claim.entry for claim in claims}
-        resources = pod_resources(workload.pod, workload.ref, extended_names(state), entries)
+        resources = pod_resources(
+            workload.pod, workload.ref, extended_names(state), entries, saturate=saturate
+        )
     except NotFound as exc:
         if workload.template_path:
             exc.referrer = exc.referrer.replace(": spec.", f": {workload.template_path}.spec.", 1)

@@ -3,20 +3,37 @@
 The allocator answers for one node; placement picks the node. It keeps an index
 of the cluster (parsed slices grouped by node and pool, device classes, devices
 already allocated in claim statuses, Node objects), rebuilt only when one of
-those kinds changes, and per node the pools and the number of free devices of
-each class. A node whose free devices of some class cannot cover what the claims
-need at least is skipped without running the search, so the common case does not
-search every node.
+those kinds changes — when only claim allocations change, the parsed devices,
+pools and CEL results are kept — and per node the pools and the number of free
+devices of each class. A node whose free devices of some class cannot cover what
+the claims need at least is skipped without running the search, so the common
+case does not search every node. Nodes of one shape (the same devices, allocated
+alike: `_signature`) are checked once per question.
+
+Before any search, a cheap pre-check per node asks of every request (each
+`firstAvailable` alternative in turn) whether the node has enough devices that
+match its class and its own selectors; a node that fails is never searched, so a
+pod with a request no device matches is answered without searching at all.
+
+Admission asks whether the claims can EVER be placed (`Placer.__call__`): on the
+published devices, ignoring current allocations, because devices free up and
+quota, not the webhook, shares them out. It first tries the devices free now; when
+that fails but an empty cluster would do, the answer is ok with `now=False` and a
+reason saying why not now (the request the free devices cannot meet). `Placer.place`
+(the allocate command) answers for now.
 
 Outcomes: `Placement(ok=True, node, allocations)`; `ok=False` with a reason
 that names the request that cannot be met and why; `ok=False, invalid=True` when
-the claims are invalid input (CEL error, unknown class, > 32 devices). Placement
-never raises for cluster content: malformed ResourceSlices and DeviceClasses are
-skipped and listed in `Placer.problems`.
+the claims are invalid input (CEL error, unknown class, > 32 devices);
+`ok=False, too_complex=True` when answering would need more than the work budget
+(search steps, CEL cost: `quota.allocator.budget`). Placement never raises for
+cluster content: malformed ResourceSlices and DeviceClasses are skipped and listed
+in `Placer.problems`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -24,7 +41,15 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from quota.allocator import AllocationError, DeviceID, InvalidPoolsError, allocate
+from quota.allocator import (
+    AllocationError,
+    Budget,
+    BudgetExceeded,
+    DeviceID,
+    InvalidPoolsError,
+    allocate,
+)
+from quota.allocator.budget import DEFAULT_CEL_COST, DEFAULT_SEARCH_STEPS
 from quota.allocator.cel import compile_selector
 from quota.allocator.devices import Device, Slice, parse_slice
 from quota.allocator.nodes import node_matches, selector_matches
@@ -32,7 +57,7 @@ from quota.allocator.pools import Pool, gather_pools
 from quota.allocator.search import SelectorMemo
 from quota.allocator.taintrules import apply_taint_rules, parse_taint_rule
 from quota.claims import PodClaim
-from quota.claimspec import ClaimSpec, ExactRequest
+from quota.claimspec import ClaimSpec, DeviceRequest, ExactRequest
 from quota.cluster import ClusterState
 from quota.deviceclasses import parse_device_class
 from quota.errors import DraquotaError
@@ -49,6 +74,8 @@ __all__ = [
 ]
 
 INDEX_KINDS = ("ResourceSlice", "DeviceClass", "ResourceClaim", "Node", "DeviceTaintRule")
+# What the parsed devices depend on: not ResourceClaims, which only say what is allocated.
+DEVICE_KINDS = ("ResourceSlice", "DeviceClass", "Node", "DeviceTaintRule")
 NO_SLICES = "the cluster publishes no ResourceSlices: placement not judged"
 
 
@@ -61,6 +88,14 @@ class Placement:
     allocations: tuple[Mapping[str, Any], ...]
     reason: str
     invalid: bool = False
+    too_complex: bool = False
+    now: bool = True  # ok on the devices free now; False: only once allocated ones are released
+    steps: int = 0  # search steps spent
+    cost: int = 0  # CEL cost spent
+
+
+# Per node, how many distinct request shapes the pre-check remembers (users choose selectors).
+_ENOUGH_CACHE = 512
 
 
 @dataclass
@@ -68,13 +103,45 @@ class _NodeView:
     node: Mapping[str, Any]
     pools: list[Pool]
     free: dict[str, int] = field(default_factory=dict)
+    enough: dict[tuple[Any, ...], bool] = field(default_factory=dict)
+    signatures: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    _devices: list[tuple[Device, Slice]] | None = None
+
+    def without_allocations(self) -> _NodeView:
+        """The same node and pools, without what was derived from allocations."""
+        enough = {k: v for k, v in self.enough.items() if k[-1] == "none"}
+        signatures = {k: v for k, v in self.signatures.items() if k == "none"}
+        return _NodeView(self.node, self.pools, {}, enough, signatures, self._devices)
+
+    @property
+    def devices(self) -> list[tuple[Device, Slice]]:
+        if self._devices is None:
+            self._devices = _devices(self.pools, self.node)
+        return self._devices
 
 
 class _Index:
     """Everything placement derives from one revision of the cluster view."""
 
-    def __init__(self, state: ClusterState) -> None:
+    def __init__(self, state: ClusterState, previous: _Index | None = None) -> None:
         self.revision = state.revision(*INDEX_KINDS)
+        self.devices_revision = state.revision(*DEVICE_KINDS)
+        self.claims = [c for c in state.list("ResourceClaim") if _claim_results(c)]
+        self.allocated = _allocated(self.claims)
+        self.lock = threading.Lock()
+        if previous is not None and previous.devices_revision == self.devices_revision:
+            # Only allocations changed (the scheduler allocated or freed a claim): the parsed
+            # devices, pools per node and CEL results stay; what depends on allocations goes.
+            self.problems = previous.problems
+            self.slices, self.classes = previous.slices, previous.classes
+            self.by_node, self.shared = previous.by_node, previous.shared
+            self.by_pool, self.nodes = previous.by_pool, previous.nodes
+            self.has_node_objects = previous.has_node_objects
+            self.memo = previous.memo
+            with previous.lock:  # a placement may still be adding views to it
+                views = list(previous.views.items())
+            self.views = {name: view.without_allocations() for name, view in views}
+            return
         self.problems: list[str] = []
         self.slices = self._parse(state.list("ResourceSlice"), parse_slice)
         self.classes = {
@@ -83,8 +150,6 @@ class _Index:
         rules = self._parse(state.list("DeviceTaintRule"), parse_taint_rule)
         if rules:
             self.slices = [apply_taint_rules(s, rules, self.classes) for s in self.slices]
-        self.claims = [c for c in state.list("ResourceClaim") if _claim_results(c)]
-        self.allocated = _allocated(self.claims)
         self.by_node: dict[str, list[Slice]] = {}
         self.shared: list[Slice] = []
         self.by_pool: dict[tuple[str, str], list[Slice]] = {}
@@ -104,7 +169,6 @@ class _Index:
         self.nodes = [nodes[name] for name in sorted(n for n in nodes if n)]
         self.views: dict[str, _NodeView] = {}
         self.memo: SelectorMemo = {}
-        self.lock = threading.Lock()
 
     def _parse(self, objects: list[Mapping[str, Any]], parse: Callable[[Any], Any]) -> list[Any]:
         out = []
@@ -133,7 +197,7 @@ class _Index:
                 if device_class is None
                 else sum(
                     1
-                    for d, s in _devices(view.pools, view.node)
+                    for d, s in view.devices
                     if d.id not in self.allocated.exclusive
                     and self.matches(d, device_class.selectors)
                 )
@@ -141,7 +205,10 @@ class _Index:
             view.free[class_name] = count
         return count
 
-    def matches(self, device: Device, selectors: Sequence[str | None]) -> bool:
+    def matches(
+        self, device: Device, selectors: Sequence[str | None], budget: Budget | None = None
+    ) -> bool:
+        """All selectors match (memoised per revision); CEL cost is spent from `budget`."""
         for expression in selectors:
             if expression is None:
                 return False
@@ -149,13 +216,100 @@ class _Index:
             known = self.memo.get(key)
             if known is None:
                 try:
-                    known = compile_selector(expression).matches(device.cel)
+                    known = compile_selector(expression).matches(device.cel, budget)
                 except AllocationError:
                     known = False  # the search reports the error itself
                 self.memo[key] = known
             if not known:
                 return False
         return True
+
+    def signature(self, view: _NodeView, allocated: Allocated) -> tuple[Any, ...] | None:
+        """The node's signature for the two allocation views every admission uses (no
+        allocations, or the index's); None for any other (not worth computing)."""
+        which = "none" if not allocated else "index" if allocated is self.allocated else ""
+        if not which:
+            return None
+        known = view.signatures.get(which)
+        if known is None:
+            known = view.signatures[which] = _signature(view, allocated)
+        return known
+
+    def enough(
+        self,
+        view: _NodeView,
+        exact: ExactRequest,
+        allocated: Allocated,
+        budget: Budget,
+    ) -> bool:
+        """Whether the node has as many devices matching the request's class and selectors
+        as it needs (allocated ones excluded unless admin access): a bound, not a search.
+        One step of `budget` per call, cached or not, so the count is deterministic."""
+        budget.step()
+        device_class = self.classes.get(exact.device_class_name)
+        if device_class is None:
+            return False
+        need = 1 if exact.allocation_mode == "All" else exact.count
+        busy = frozenset() if exact.admin_access else allocated.exclusive
+        # Cached for the two views every admission uses: no allocations, or the index's.
+        which = "none" if not busy else "index" if busy is self.allocated.exclusive else ""
+        key = (exact.device_class_name, tuple(exact.selectors), need, which)
+        known = view.enough.get(key) if which else None
+        if known is not None:
+            return known
+        selectors = (*device_class.selectors, *exact.selectors)
+        found = 0
+        for device, _ in view.devices:
+            if device.id in busy or not self.matches(device, selectors, budget):
+                continue
+            found += 1
+            if found >= need:
+                break
+        result = found >= need
+        if which:
+            if len(view.enough) >= _ENOUGH_CACHE:
+                view.enough.clear()
+            view.enough[key] = result
+        return result
+
+
+def _signature(view: _NodeView, allocated: Allocated) -> tuple[Any, ...]:
+    """What a search on this node depends on, without the node's own name.
+
+    Nodes with equal signatures give the same answer to the same claims (their pools
+    differ only in names), so one failed search answers for all of them: a cluster of
+    a thousand identical nodes is searched once, not a thousand times. Shared slices
+    count by identity, node-local ones by content (device repr without pool and node
+    name, and whether it is allocated); node labels count when devices select nodes.
+    """
+    parts: list[Any] = []
+    for pool in view.pools:
+        if pool.incomplete or pool.invalid:
+            parts.append(("pool", pool.ref))  # never equal to another node's
+            continue
+        if pool.other_slices or pool.counter_sets:
+            # Slices of the pool on other nodes count for its counters: by identity.
+            parts.append(("other", tuple(id(o) for o in pool.other_slices)))
+            parts.append(("counters", repr(pool.counter_sets)))
+        for s in pool.slices:
+            if not s.node_name or s.shared_counters:
+                parts.append(("shared", id(s)))
+                if s.per_device_node_selection:  # its devices pick nodes by name
+                    parts.append(("node", (view.node.get("metadata") or {}).get("name")))
+                continue
+            if s.per_device_node_selection:
+                parts.append(("labels", repr((view.node.get("metadata") or {}).get("labels"))))
+            devices = tuple(
+                (
+                    repr(dataclasses.replace(d, pool="", node_name="")),
+                    d.id in allocated.exclusive,
+                    d.id in allocated.shared,
+                    repr(allocated.capacity.get(d.id)),
+                )
+                for d in s.devices
+            )
+            parts.append((s.driver, s.name.replace(s.node_name, ""), devices))
+    return tuple(parts)
 
 
 def _devices(pools: Sequence[Pool], node: Mapping[str, Any]) -> list[tuple[Device, Slice]]:
@@ -228,29 +382,37 @@ def _labels_match(node: Mapping[str, Any], labels: Mapping[str, str] | None) -> 
 
 
 def _minimum_per_class(specs: Sequence[ClaimSpec]) -> dict[str, int]:
-    """Devices per class that any placement needs at least (exclusive, non-admin requests)."""
+    """Devices per class that any placement needs at least (exclusive, non-admin requests;
+    a `firstAvailable` request whose alternatives all ask one class needs their minimum)."""
     need: dict[str, int] = {}
     for spec in specs:
         for request in spec.requests:
-            exact = request.exactly
-            if exact is None or exact.admin_access:
+            alternatives = _alternatives(request)
+            classes = {a.device_class_name for a in alternatives}
+            if len(classes) != 1 or any(a.admin_access for a in alternatives):
                 continue
-            n = 1 if exact.allocation_mode == "All" else exact.count
-            need[exact.device_class_name] = need.get(exact.device_class_name, 0) + n
+            n = min(1 if a.allocation_mode == "All" else a.count for a in alternatives)
+            cls = classes.pop()
+            need[cls] = need.get(cls, 0) + n
     return need
 
 
 class Placer:
     """Places the claims of pods on the cluster view; cached per revision, thread-safe.
 
-    `allow_when_busy`: when devices already allocated block every node but the
-    claims would fit on an otherwise empty cluster, answer ok (node None) instead
-    of "cannot be placed" — admission judges possibility, the scheduler timing.
+    `steps` and `cel_cost` are the work budget of one placement question
+    (`quota.allocator.budget`).
     """
 
-    def __init__(self, state: ClusterState, allow_when_busy: bool = False) -> None:
+    def __init__(
+        self,
+        state: ClusterState,
+        steps: int = DEFAULT_SEARCH_STEPS,
+        cel_cost: int = DEFAULT_CEL_COST,
+    ) -> None:
         self.state = state
-        self.allow_when_busy = allow_when_busy
+        self.steps = steps
+        self.cel_cost = cel_cost
         self._index: _Index | None = None
         self._lock = threading.Lock()
 
@@ -258,7 +420,7 @@ class Placer:
         revision = self.state.revision(*INDEX_KINDS)
         with self._lock:
             if self._index is None or self._index.revision != revision:
-                self._index = _Index(self.state)
+                self._index = _Index(self.state, self._index)
             return self._index
 
     @property
@@ -266,15 +428,22 @@ class Placer:
         """Cluster objects skipped because they are malformed."""
         return list(self.index().problems)
 
+    def budget(self) -> Budget:
+        """A fresh budget for one placement question."""
+        return Budget(steps=self.steps, cel_cost=self.cel_cost)
+
     def __call__(
         self, claims: Sequence[PodClaim], node_labels: Mapping[str, str] | None = None
     ) -> Placement:
-        """Admission's question: can these claims be placed? A view that publishes no
-        ResourceSlice at all (a quota-only --state directory) cannot judge placement,
-        so it does not deny: quota is still enforced."""
-        if not self.index().slices:
+        """Admission's question: can these claims EVER be placed (on the published devices,
+        ignoring allocations)? `now=False` when not on the devices free right now. A view
+        that publishes no ResourceSlice at all (a quota-only --state directory) cannot
+        judge placement, so it does not deny: quota is still enforced."""
+        index = self.index()
+        if not index.slices:
             return Placement(True, None, (), NO_SLICES)
-        return self.place(claims, node_labels)
+        with index.lock:
+            return _place(index, claims, node_labels, None, self.budget(), ever=True)
 
     def place(
         self,
@@ -282,10 +451,11 @@ class Placer:
         node_labels: Mapping[str, str] | None = None,
         node: str | None = None,
     ) -> Placement:
-        """Place all claims together on one node (matching `node_labels`, or named `node`)."""
+        """Place all claims together on one node (matching `node_labels`, or named `node`),
+        on the devices free now."""
         index = self.index()
         with index.lock:
-            return _place(index, claims, node_labels, node, self.allow_when_busy)
+            return _place(index, claims, node_labels, node, self.budget(), ever=False)
 
 
 def _place(
@@ -293,7 +463,8 @@ def _place(
     claims: Sequence[PodClaim],
     node_labels: Mapping[str, str] | None,
     node_name: str | None,
-    allow_when_busy: bool,
+    budget: Budget,
+    ever: bool,
 ) -> Placement:
     fixed = [c for c in claims if c.allocation]
     todo = [c for c in claims if not c.allocation]
@@ -319,21 +490,30 @@ def _place(
     allocated = index.allocated
     if any(_claim_key(c) in own for c in index.claims):
         allocated = _allocated([c for c in index.claims if _claim_key(c) not in own])
+
+    def spent(placement: Placement) -> Placement:
+        return dataclasses.replace(placement, steps=budget.used_steps, cost=budget.used_cost)
+
     try:
-        found, invalid = _search(index, nodes, specs, names, allocated)
-        if found is None and allow_when_busy and allocated:
-            busy, _ = _search(index, nodes, specs, names, Allocated())
-            if busy is not None:
-                return Placement(True, None, (), "fits once allocated devices are released")
+        found, invalid = _search(index, nodes, specs, names, allocated, budget)
+        if found is not None:
+            name, results = found
+            return spent(Placement(True, name, _merge(claims, results), ""))
+        judged = allocated
+        if ever and allocated:
+            someday, _ = _search(index, nodes, specs, names, Allocated(), budget)
+            if someday is not None:
+                why = _diagnose(index, nodes, todo, allocated, budget)
+                return spent(Placement(True, None, (), why, now=False))
+            judged = Allocated()
+        reason = _diagnose(index, nodes, todo, judged, budget)
     except AllocationError as exc:
-        return Placement(False, None, (), str(exc), invalid=True)
-    if found is not None:
-        name, results = found
-        return Placement(True, name, _merge(claims, results), "")
-    reason = _diagnose(index, nodes, todo, allocated)
+        return spent(Placement(False, None, (), str(exc), invalid=True))
+    except BudgetExceeded as exc:
+        return spent(Placement(False, None, (), str(exc), too_complex=True))
     if invalid:
         reason += f"; {invalid}"
-    return Placement(False, None, (), reason)
+    return spent(Placement(False, None, (), reason))
 
 
 def _fits_allocation(node: Mapping[str, Any], allocation: Mapping[str, Any] | None) -> bool:
@@ -357,19 +537,36 @@ def _search(
     specs: Sequence[ClaimSpec],
     names: Sequence[str],
     allocated: Allocated,
+    budget: Budget,
 ) -> tuple[tuple[str, list[dict[str, Any]]] | None, str]:
     """The first node (in name order) where the claims fit, or None and any invalid-pool text."""
     # Invalid input (unknown class, bad CEL, > 32 devices) must surface even when every node
     # is skipped below: validate against no devices first.
-    allocate(specs, None, classes=index.classes, claim_names=names, pools=(), memo=index.memo)
+    allocate(
+        specs,
+        None,
+        classes=index.classes,
+        claim_names=names,
+        pools=(),
+        memo=index.memo,
+        budget=budget,
+    )
     need = _minimum_per_class(specs)
     invalid = ""
+    failed: set[tuple[Any, ...]] = set()
     for node in nodes:
         view = index.view(node)
         # Free counts exclude every allocated device, so they only bound the current view.
         if allocated is index.allocated and any(
             index.free(view, cls) < n for cls, n in need.items()
         ):
+            continue
+        signature = index.signature(view, allocated)
+        if signature is not None and signature in failed:
+            continue  # a node just like one where the claims did not fit
+        if not _requests_can_be_met(index, view, specs, allocated, budget):
+            if signature is not None:
+                failed.add(signature)
             continue
         try:
             results = allocate(
@@ -382,13 +579,53 @@ def _search(
                 claim_names=names,
                 pools=view.pools,
                 memo=index.memo,
+                budget=budget,
             )
         except InvalidPoolsError as exc:
             invalid = invalid or str(exc)  # node-local: other nodes may still do
             continue
         if results is not None:
             return (str((node.get("metadata") or {}).get("name")), results), invalid
+        if signature is not None:
+            failed.add(signature)
     return None, invalid
+
+
+def _alternatives(request: DeviceRequest) -> list[ExactRequest]:
+    if request.exactly is not None:
+        return [request.exactly]
+    return [sub.exact for sub in request.first_available]
+
+
+def _requests_can_be_met(
+    index: _Index,
+    view: _NodeView,
+    specs: Sequence[ClaimSpec],
+    allocated: Allocated,
+    budget: Budget,
+) -> bool:
+    """The pre-check: every request has an alternative with enough matching devices here."""
+    return all(
+        any(index.enough(view, exact, allocated, budget) for exact in _alternatives(request))
+        for spec in specs
+        for request in spec.requests
+    )
+
+
+def _distinct(
+    index: _Index, nodes: Sequence[Mapping[str, Any]], allocated: Allocated
+) -> list[Mapping[str, Any]]:
+    """One node of each signature (all nodes when signatures are not computed)."""
+    seen: set[tuple[Any, ...]] = set()
+    out = []
+    for node in nodes:
+        signature = index.signature(index.view(node), allocated)
+        if signature is not None:
+            if signature in seen:
+                continue
+            seen.add(signature)
+        out.append(node)
+    return out
 
 
 def _diagnose(
@@ -396,8 +633,10 @@ def _diagnose(
     nodes: Sequence[Mapping[str, Any]],
     claims: Sequence[PodClaim],
     allocated: Allocated,
+    budget: Budget,
 ) -> str:
     """Name the first request no node can meet on its own, with the best any node offers."""
+    nodes = _distinct(index, nodes, allocated)
     for claim in claims:
         for request in claim.spec.requests:
             alternatives = (
@@ -409,10 +648,13 @@ def _diagnose(
             for label, exact in alternatives:
                 attribute = _matched_attribute(claim.spec, request.name, label)
                 need = 1 if exact.allocation_mode == "All" else exact.count
-                best = max(
-                    (_offer(index, index.view(n), exact, attribute, allocated) for n in nodes),
-                    default=0,
-                )
+                best = 0
+                for n in nodes:  # stop at the first node that offers enough
+                    best = max(
+                        best, _offer(index, index.view(n), exact, attribute, allocated, budget)
+                    )
+                    if best >= need:
+                        break
                 if best >= need:
                     worst = None
                     break
@@ -455,15 +697,17 @@ def _offer(
     exact: ExactRequest,
     attribute: str | None,
     allocated: Allocated,
+    budget: Budget,
 ) -> int:
+    budget.step()
     device_class = index.classes.get(exact.device_class_name)
     if device_class is None:
         return 0
     groups: dict[Any, int] = {}
-    for device, _ in _devices(view.pools, view.node):
+    for device, _ in view.devices:
         if not exact.admin_access and device.id in allocated.exclusive:
             continue
-        if not index.matches(device, (*device_class.selectors, *exact.selectors)):
+        if not index.matches(device, (*device_class.selectors, *exact.selectors), budget):
             continue
         key: Any = None
         if attribute:
@@ -479,9 +723,11 @@ _PLACERS: weakref.WeakKeyDictionary[ClusterState, Placer] = weakref.WeakKeyDicti
 _PLACERS_LOCK = threading.Lock()
 
 
-def make_placer(state: ClusterState, allow_when_busy: bool = False) -> Placer:
+def make_placer(
+    state: ClusterState, steps: int = DEFAULT_SEARCH_STEPS, cel_cost: int = DEFAULT_CEL_COST
+) -> Placer:
     """A placer for admission: `placer(claims, node_labels)` -> Placement (cached indexes)."""
-    return Placer(state, allow_when_busy)
+    return Placer(state, steps, cel_cost)
 
 
 def place_claims(

@@ -18,7 +18,7 @@ from typing import Any
 from quota.claimspec import FieldReader
 from quota.deviceclasses import IMPLICIT_EXTENDED_PREFIX
 from quota.errors import InvalidQuantity
-from quota.quantity import amount, parse_quantity, sat_add, whole_quantity
+from quota.quantity import amount, parse_quantity, sat_add, saturating_amount, whole_quantity
 
 __all__ = ["PodResources", "pod_resources"]
 
@@ -74,11 +74,27 @@ def _containers(
     return out
 
 
-def _non_negative(value: Any, ref: str, path: str) -> Decimal:
-    number = parse_quantity(value, ref, path)
+def _non_negative(value: Any, ref: str, path: str, saturate: bool = False) -> Decimal:
+    try:
+        number = parse_quantity(value, ref, path)
+    except InvalidQuantity:
+        if not saturate:
+            raise
+        return Decimal(saturating_amount("", value))
     if number < 0:
+        if saturate:
+            return Decimal(0)
         raise InvalidQuantity(ref, path, f"negative quantity {value!r}")
     return number
+
+
+def _devices_count(value: Any, ref: str, path: str, saturate: bool) -> int:
+    try:
+        return whole_quantity(value, ref, path)
+    except InvalidQuantity:
+        if not saturate:
+            raise
+        return saturating_amount("", value)
 
 
 def _extended_class(resource: str, extended_names: Mapping[str, str]) -> str | None:
@@ -139,13 +155,18 @@ def pod_resources(
     ref: str,
     extended_names: Mapping[str, str],
     claim_entries: Collection[str] | None = None,
+    saturate: bool = False,
 ) -> PodResources:
     """Effective requests of a pod (or pod template).
 
     `extended_names` maps explicit extended-resource names to the DeviceClass
     backing them (`quota.deviceclasses.extended_resource_classes`). With
     `claim_entries` (the names of spec.resourceClaims), a container claim naming
-    no entry is an InvalidObject.
+    no entry is an InvalidObject. A quantity out of Kubernetes' range raises
+    InvalidQuantity, unless `saturate` (a live pod, which must never drop out of
+    usage): then it is charged as much as an amount holds
+    (`quota.quantity.saturating_amount`; a negative one as 0, a fraction of devices
+    rounded up).
     """
     reader = FieldReader(ref)
     spec = reader.mapping(pod.get("spec"), "spec")
@@ -161,9 +182,9 @@ def pod_resources(
             path = f"{container.path}[{resource}]"
             device_class = _extended_class(resource, extended_names)
             if device_class is None:
-                plain[resource] = _non_negative(value, ref, path)
+                plain[resource] = _non_negative(value, ref, path, saturate)
             else:
-                count = whole_quantity(value, ref, path)
+                count = _devices_count(value, ref, path, saturate)
                 by_class[device_class] = sat_add(by_class.get(device_class, 0), count)
         ordinary.append((container, plain))
         devices.append((container, by_class))
@@ -173,9 +194,10 @@ def pod_resources(
     for resource in _POD_LEVEL:
         if resource in pod_level:
             path = f"spec.resources.requests[{resource}]"
-            effective[resource] = _non_negative(pod_level[resource], ref, path)
+            effective[resource] = _non_negative(pod_level[resource], ref, path, saturate)
     for resource, value in reader.mapping(spec.get("overhead"), "spec.overhead").items():
-        _accumulate(effective, {resource: _non_negative(value, ref, f"spec.overhead[{resource}]")})
+        overhead = _non_negative(value, ref, f"spec.overhead[{resource}]", saturate)
+        _accumulate(effective, {resource: overhead})
     requests = {
         resource: amount(resource, value, ref, f"spec.containers[*].resources.requests[{resource}]")
         for resource, value in sorted(effective.items())

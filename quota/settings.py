@@ -7,6 +7,8 @@ deviceClassMappings:             # Kueue's configuration shape; also accepted un
 unmappedDeviceClass: Deny        # Deny | Ignore: a class no resource of the queue covers
 placement: Enforce               # Enforce | Warn | Off
 reservationTTLSeconds: 60
+admissionDeadlineSeconds: 2      # answer (a denial) before the API server's timeoutSeconds
+admissionWorkers: 8              # admissions decided at once, off the event loop
 ```
 
 Decoding is strict, like kubectl's field validation: an unknown key (a typo such as
@@ -25,6 +27,7 @@ from quota.strict import Schema, reject_unknown_fields
 
 __all__ = [
     "CONFIG_FIELDS",
+    "MAX_DEADLINE_SECONDS",
     "PLACEMENT_MODES",
     "UNMAPPED_MODES",
     "DeviceClassMapping",
@@ -41,7 +44,11 @@ CONFIG_FIELDS: Schema = {
     "unmappedDeviceClass": None,
     "placement": None,
     "reservationTTLSeconds": None,
+    "admissionDeadlineSeconds": None,
+    "admissionWorkers": None,
 }
+# The API server's largest webhook timeoutSeconds: a deadline past it would never be seen.
+MAX_DEADLINE_SECONDS = 30
 
 
 @dataclass(frozen=True)
@@ -96,6 +103,10 @@ class Settings:
     unmapped_device_class: str = "Deny"
     placement: str = "Enforce"
     reservation_ttl_seconds: int = 60
+    # Under the manifests' webhook timeoutSeconds (3 s mutating, 5 s validating), with room
+    # for the network and TLS: past it draquota answers a denial itself.
+    admission_deadline_seconds: float = 2.0
+    admission_workers: int = 8
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None) -> Settings:
@@ -114,6 +125,21 @@ class Settings:
         ttl = data.get("reservationTTLSeconds", 60)
         if isinstance(ttl, bool) or not isinstance(ttl, int) or ttl <= 0:
             raise reader.fail("reservationTTLSeconds", f"must be a positive integer, got {ttl!r}")
+        deadline = data.get("admissionDeadlineSeconds", 2.0)
+        if (
+            isinstance(deadline, bool)
+            or not isinstance(deadline, int | float)
+            or not 0 < deadline <= MAX_DEADLINE_SECONDS
+        ):
+            raise reader.fail(
+                "admissionDeadlineSeconds",
+                f"must be a number of seconds in (0, {MAX_DEADLINE_SECONDS}], got {deadline!r}",
+            )
+        workers = data.get("admissionWorkers", 8)
+        if isinstance(workers, bool) or not isinstance(workers, int) or not 0 < workers <= 256:
+            raise reader.fail(
+                "admissionWorkers", f"must be an integer in [1, 256], got {workers!r}"
+            )
         return cls(
             device_class_mappings=_mappings(reader, raw_mappings, path),
             unmapped_device_class=_choice(
@@ -127,6 +153,8 @@ class Settings:
                 reader, data.get("placement"), "placement", PLACEMENT_MODES, "Enforce"
             ),
             reservation_ttl_seconds=ttl,
+            admission_deadline_seconds=float(deadline),
+            admission_workers=workers,
         )
 
     def class_resources(self) -> dict[str, str]:

@@ -2,18 +2,71 @@
 
 Hot-path metrics (latency, decisions) are updated per request; usage, cache sync
 state and relists are read from the backend and ledger only when scraped.
+
+Label values never come from users: a queue is labelled only when its LocalQueue
+exists in the cluster's configuration (else `unknown`), the resource only when it is
+one draquota decides (else `other`), so the number of series is bounded by the
+configuration, whatever names requests carry.
 """
 
 from __future__ import annotations
 
+import re
+import threading
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 
-__all__ = ["LATENCY_BUCKETS", "Metrics"]
+__all__ = [
+    "LATENCY_BUCKETS",
+    "OTHER",
+    "UNKNOWN_QUEUE",
+    "Metrics",
+    "queue_label",
+    "reason_label",
+    "resource_label",
+]
+
+UNKNOWN_QUEUE = "unknown"
+OTHER = "other"
+# The resources the webhook configurations send (manifests/webhooks.yaml).
+_RESOURCES = frozenset(
+    {
+        "pods",
+        "jobs",
+        "cronjobs",
+        "deployments",
+        "replicasets",
+        "statefulsets",
+        "daemonsets",
+        "resourceclaims",
+    }
+)
+_REASON = re.compile(r"[A-Z][A-Za-z]{0,63}")
+
+
+def queue_label(queue: str, exists: Callable[[str, str], bool]) -> str:
+    """`ns/name` of a LocalQueue that exists, "" for none, `unknown` for any other name."""
+    if not queue:
+        return ""
+    namespace, _, name = queue.partition("/")
+    return queue if name and exists(namespace, name) else UNKNOWN_QUEUE
+
+
+def resource_label(resource: str) -> str:
+    """The request's resource when draquota decides it, else `other`."""
+    return resource if resource in _RESOURCES else OTHER
+
+
+def reason_label(reason: str) -> str:
+    """A CamelCase reason (draquota's own), else `other`."""
+    return reason if _REASON.fullmatch(reason) else OTHER
+
 
 # Sub-millisecond resolution where a healthy webhook lives, up to the API server's 10 s limit.
 LATENCY_BUCKETS = (
@@ -37,12 +90,41 @@ LATENCY_BUCKETS = (
 )
 
 
+# How long a scrape waits for the ledger's usage before it shows the last usage it read.
+USAGE_WAIT_SECONDS = 0.5
+
+
 class _StateCollector:
-    """Usage per queue/flavor/resource, cache sync state and relists, computed at scrape time."""
+    """Usage per queue/flavor/resource, cache sync state and relists, computed at scrape time.
+
+    Usage is read under the ledger's lock, which a slow admission may hold: a scrape
+    waits for it at most USAGE_WAIT_SECONDS, then shows the last usage read (and
+    `draquota_queue_usage_stale` 1). At most one read waits on the lock at a time.
+    """
 
     def __init__(self, backend: Any, ledger: Any) -> None:
         self._backend = backend
         self._ledger = ledger
+        self._reader = ThreadPoolExecutor(1, thread_name_prefix="draquota-usage")
+        self._pending: Future[Any] | None = None
+        self._last: Any = None
+        self._guard = threading.Lock()
+
+    def _usage(self) -> tuple[Any, bool]:
+        """(usage, fresh): the ledger's usage if it can be read in time, else the last one."""
+        with self._guard:
+            if self._pending is None:
+                self._pending = self._reader.submit(self._ledger.usage)
+            pending = self._pending
+        try:
+            usage = pending.result(timeout=USAGE_WAIT_SECONDS)
+        except FutureTimeout:
+            return self._last, False
+        with self._guard:
+            if self._pending is pending:
+                self._pending = None
+            self._last = usage
+        return usage, True
 
     def describe(self) -> list[Metric]:
         return []
@@ -66,12 +148,27 @@ class _StateCollector:
             "quota in use (live pods + reservations) per ClusterQueue, flavor and resource",
             labels=["cluster_queue", "flavor", "resource"],
         )
-        current = self._ledger.usage()
-        for queue in self._backend.state.list("ClusterQueue"):
-            name = (queue.get("metadata") or {}).get("name") or ""
-            for key, amount in sorted(current.of(name).items()):
-                usage.add_metric([name, key.flavor, key.resource], float(amount))
+        current, fresh = self._usage()
+        if current is not None:
+            for queue in self._backend.state.list("ClusterQueue"):
+                name = (queue.get("metadata") or {}).get("name") or ""
+                for key, amount in sorted(current.of(name).items()):
+                    usage.add_metric([name, key.flavor, key.resource], float(amount))
         yield usage
+        stale = GaugeMetricFamily(
+            "draquota_queue_usage_stale",
+            "1 when the ledger was busy at scrape time and usage shows the last value read",
+        )
+        stale.add_metric([], 0.0 if fresh else 1.0)
+        yield stale
+        unrecorded = GaugeMetricFamily(
+            "draquota_unrecorded_pods",
+            "managed live pods charged by recomputation alone: no admission record (created "
+            "before draquota was installed, or while its webhooks were removed)",
+        )
+        count: Callable[[], int] | None = getattr(self._ledger, "unrecorded_pods", None)
+        unrecorded.add_metric([], float(count()) if count else 0.0)
+        yield unrecorded
 
 
 class Metrics:

@@ -6,6 +6,8 @@ node? It has three distinct outcomes, like the scheduler's allocator:
 - a list with one v1 `AllocationResult` dict per claim, in claim order;
 - `None`: the claims cannot be placed on this node (not enough free, matching,
   tolerated devices; an incomplete pool; constraints that no combination meets);
+- `BudgetExceeded` (a `DraquotaError`): answering needs more search steps or CEL
+  cost than the `budget` allows — the claims are too complex to check;
 - `AllocationError` (a `DraquotaError`): the input is invalid — a CEL compile or
   runtime error, an unknown device class, more than 32 devices in a claim,
   `All` over an incomplete pool. `InvalidPoolsError` (a subclass) when no
@@ -21,8 +23,9 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
+from quota.allocator.budget import Budget
 from quota.allocator.devices import Device, DeviceID, Slice, parse_slice
-from quota.allocator.errors import AllocationError, InvalidPoolsError
+from quota.allocator.errors import AllocationError, BudgetExceeded, InvalidPoolsError
 from quota.allocator.pools import Pool, gather_pools
 from quota.allocator.result import allocation_result
 from quota.allocator.search import Search, SelectorMemo
@@ -33,6 +36,8 @@ from quota.errors import InvalidObject
 
 __all__ = [
     "AllocationError",
+    "Budget",
+    "BudgetExceeded",
     "Device",
     "DeviceID",
     "InvalidPoolsError",
@@ -105,6 +110,7 @@ def allocate(
     memo: SelectorMemo | None = None,
     shared_allocated: Container[DeviceID] = frozenset(),
     allocated_capacity: Mapping[DeviceID, Mapping[str, Decimal]] | None = None,
+    budget: Budget | None = None,
 ) -> list[dict[str, Any]] | None:
     """Allocate devices for all `claims` together on `node` (a Node object; None = no node).
 
@@ -118,7 +124,9 @@ def allocate(
     `memo` caches selector results across calls for the same Device objects.
     `claim_names` label claims in error messages. `shared_allocated` are devices
     allocated to claims as shared (results with a shareID) and `allocated_capacity` the
-    capacity those allocations consume per device (name -> amount).
+    capacity those allocations consume per device (name -> amount). `budget` bounds
+    the work (a default `Budget` when None); pass one budget to several calls to bound
+    them together.
     """
     if pools is None:
         pools = gather_pools(_slices(slices), node)
@@ -133,6 +141,7 @@ def allocate(
         memo=memo if memo is not None else {},
         shared_allocated=shared_allocated,
         allocated_capacity=allocated_capacity or {},
+        budget=budget if budget is not None else Budget(),
     )
     search.prepare()
     if not search.run():

@@ -6,11 +6,15 @@ An unknown domain reads as an empty map: every string literal of an expression i
 domain it may ask for, so the input gets an empty map for each literal domain the
 device lacks. An unknown attribute inside a known domain is an evaluation error.
 
-Cost bound: cel-expr-python stops any evaluation after 10,000 comprehension
-iterations ("iteration budget exceeded"), which bounds loops. The only other way to
-make a small expression expensive is `cel.bind` doubling a value at each level, so
-an expression may use `cel.bind` at most `MAX_BINDS` times, and its length is
-capped like the API server caps selector expressions.
+Cost bound: every selector gets a static cost estimate when it is compiled
+(`celcost.estimate_cost`, for the largest device the API allows) and, per device
+shape, a runtime estimate; `matches` spends the runtime estimate from the caller's
+`Budget` before it evaluates, and refuses to run an expression whose static
+estimate exceeds the per-evaluation limit (the API server's 1,000,000). Running out
+raises `BudgetExceeded`, never an invalid-input error. cel-expr-python also stops
+any evaluation after 10,000 comprehension iterations; `cel.bind` is limited to
+`MAX_BINDS` uses and the length is capped like the API server caps selector
+expressions.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from typing import Any
 from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_optional
 
+from quota.allocator.budget import Budget
+from quota.allocator.celcost import DEVICE_SIZE, DEVICE_WEIGHT, device_shape, estimate_cost
 from quota.allocator.celtypes import (
     SEMVER_KEY,
     LibraryError,
@@ -35,11 +41,19 @@ from quota.allocator.celtypes import (
 )
 from quota.allocator.errors import AllocationError
 
-__all__ = ["MAX_BINDS", "MAX_EXPRESSION_LENGTH", "Selector", "compile_selector"]
+__all__ = [
+    "EVALUATION_BASE_COST",
+    "MAX_BINDS",
+    "MAX_EXPRESSION_LENGTH",
+    "Selector",
+    "compile_selector",
+]
 
 MAX_EXPRESSION_LENGTH = 10 * 1024
 MAX_BINDS = 8
 CACHE_SIZE = 1024
+# What one evaluation costs beyond the expression: building the device input for CEL.
+EVALUATION_BASE_COST = 10
 
 _T = cel.Type
 _M = _T.Map(_T.STRING, _T.DYN)
@@ -182,9 +196,26 @@ class Selector:
     expression: str
     program: Any
     domains: frozenset[str]
+    serialized: bytes = b""
+    static_cost: int = 0
 
-    def matches(self, device: Mapping[str, Any]) -> bool:
-        """Evaluate against a device input map; an evaluation error raises AllocationError."""
+    def cost(self, device: Mapping[str, Any]) -> int:
+        """Estimated cost of one evaluation on this device (bounded by `static_cost`)."""
+        size, weight = device_shape(device)
+        if size >= DEVICE_SIZE and weight >= DEVICE_WEIGHT:
+            return self.static_cost
+        return min(self.static_cost, _shape_cost(self.serialized, size, weight))
+
+    def matches(self, device: Mapping[str, Any], budget: Budget | None = None) -> bool:
+        """Evaluate against a device input map; an evaluation error raises AllocationError.
+
+        With a `budget`, the estimated cost is spent first: BudgetExceeded when the
+        expression is too expensive to run at all, or the budget is used up.
+        """
+        if budget is not None:
+            budget.evaluate(
+                self.static_cost, EVALUATION_BASE_COST + self.cost(device), self.expression
+            )
         data = _with_default_domains(device, self.domains)
         try:
             value = self.program.eval(data={"device": data})
@@ -245,4 +276,10 @@ def compile_selector(expression: str) -> Selector:
     domains = frozenset(
         _unquote(a or b) for a, b in _STRING_LITERAL.findall(expression) if (a or b)
     )
-    return Selector(expression, program, domains)
+    serialized = program.serialize()
+    return Selector(expression, program, domains, serialized, estimate_cost(serialized).cost)
+
+
+@lru_cache(maxsize=CACHE_SIZE * 4)
+def _shape_cost(serialized: bytes, size: int, weight: int) -> int:
+    return estimate_cost(serialized, size, weight).cost

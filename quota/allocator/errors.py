@@ -1,16 +1,19 @@
-"""Errors of the allocator: invalid input, as distinct from "cannot be placed".
+"""Errors of the allocator: invalid input, and work beyond the budget, as distinct from
+"cannot be placed".
 
 DraquotaError
-└── AllocationError        invalid input: CEL compile/runtime error, unknown class,
-    │                      too many devices, All on an incomplete pool, ...
-    └── InvalidPoolsError  no solution was found and some pool on the node was invalid
+├── AllocationError        invalid input: CEL compile/runtime error, unknown class,
+│   │                      too many devices, All on an incomplete pool, ...
+│   └── InvalidPoolsError  no solution was found and some pool on the node was invalid
+└── BudgetExceeded         well-formed claims too complex to check within the work
+                           budget (search steps or CEL cost): neither placed nor refused
 """
 
 from __future__ import annotations
 
 from quota.errors import DraquotaError
 
-__all__ = ["AllocationError", "InvalidPoolsError"]
+__all__ = ["AllocationError", "BudgetExceeded", "InvalidPoolsError"]
 
 
 class AllocationError(DraquotaError):
@@ -34,3 +37,56 @@ class InvalidPoolsError(AllocationError):
     def __init__(self, reasons: tuple[str, ...]) -> None:
         self.reasons = reasons
         super().__init__("invalid resource pools were encountered: " + "; ".join(reasons))
+
+
+_WHAT = {
+    "steps": "the device search took more than {limit} steps",
+    "cel": "CEL selectors cost more than {limit} to evaluate",
+    "cel-evaluation": "a CEL selector's estimated cost {used} exceeds the limit of {limit} "
+    "for one evaluation",
+}
+_HINT = {
+    "steps": "use fewer firstAvailable alternatives, fewer requests per claim or looser "
+    "matchAttribute constraints, or name the devices with selectors",
+    "cel": "use fewer or simpler selectors",
+    "cel-evaluation": "avoid building large lists or strings (cel.bind, +, map) and comparing them",
+}
+
+
+class BudgetExceeded(DraquotaError):
+    """Checking the claims needs more work than admission allows (`kind`: steps | cel |
+    cel-evaluation; `used` of `limit`); where known, the claim, request and expression."""
+
+    def __init__(
+        self,
+        kind: str,
+        used: int,
+        limit: int,
+        claim: str = "",
+        request: str = "",
+        expression: str = "",
+    ) -> None:
+        self.kind = kind
+        self.used = used
+        self.limit = limit
+        self.claim = claim
+        self.request = request
+        self.expression = expression
+        super().__init__(self.message())
+
+    def message(self) -> str:
+        """`claim x, request y: too complex to check: <what>: <how to simplify>`."""
+        where = ", ".join(
+            part
+            for part in (
+                self.claim and f"claim {self.claim}",
+                self.request and f"request {self.request}",
+            )
+            if part
+        )
+        what = _WHAT[self.kind].format(used=self.used, limit=self.limit)
+        if self.expression:
+            shown = self.expression if len(self.expression) <= 80 else self.expression[:77] + "..."
+            what += f" ({shown!r})"
+        text = f"too complex to check: {what}: {_HINT[self.kind]}"
+        return f"{where}: {text}" if where else text

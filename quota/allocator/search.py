@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from quota.allocator.budget import Budget
 from quota.allocator.capacity import CapacityLedger, Consumption, consumption, requested_capacity
 from quota.allocator.cel import Selector, compile_selector
 from quota.allocator.constraints import ClaimConstraint, build_constraints
@@ -106,6 +107,7 @@ class Search:
     selected: dict[tuple[int, int], int] = field(default_factory=dict)
     results: list[list[Pick]] = field(default_factory=list)
     steps: int = 0
+    budget: Budget = field(default_factory=Budget)
 
     def __post_init__(self) -> None:
         self.counters = CounterLedger(self.allocated, self.shared_allocated)
@@ -177,8 +179,10 @@ class Search:
                     claim,
                     label,
                 )
+            self.budget.compile(expression)
             selectors.append(_compiled(expression, f"class {device_class.name}: selector #{i}"))
         for i, expression in enumerate(exact.selectors):
+            self.budget.compile(str(expression))
             selectors.append(_compiled(str(expression), f"claim {claim}: selector #{i}"))
         request = Request(ci, name, sub, exact, device_class, tuple(selectors))
         if exact.allocation_mode == EXACT_COUNT:
@@ -246,7 +250,7 @@ class Search:
         key = (selector.expression, id(device))
         known = self.memo.get(key)
         if known is None:
-            known = self.memo[key] = selector.matches(device.cel)
+            known = self.memo[key] = selector.matches(device.cel, self.budget)
         return known
 
     def _in_use(self, request: Request, device: Device) -> bool:
@@ -334,6 +338,7 @@ class Search:
 
     def _one(self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: int) -> bool:
         self.steps += 1
+        self.budget.step()
         if ci == len(self.claims):
             return True
         if ri == len(self.requests[ci]):
@@ -356,7 +361,9 @@ class Search:
             if undo is None:
                 return False  # order does not matter for All: nothing else to try
             return self._next(ci, ri, si, di + 1, in_sub, 0, undo)
+        step = self.budget.step
         for index in range(start, len(self.candidates)):
+            step()  # every device examined is work, not only every recursion
             candidate = self.candidates[index]
             if self._in_use(request, candidate.device) or not self.selectable(request, index):
                 continue

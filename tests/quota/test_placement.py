@@ -132,7 +132,7 @@ def test_allocated_devices_are_honoured() -> None:
     assert placement.ok and placement.node == "node-2"
 
 
-def test_busy_cluster_is_unplaceable_now_but_admissible_when_allowed() -> None:
+def test_busy_cluster_is_unplaceable_now_but_admissible_ever() -> None:
     state = cluster(
         allocated_claim("busy-1", "node-1", "gpu-0", "gpu-1", "gpu-2", "gpu-3"),
         allocated_claim("busy-2", "node-2", "gpu-0", "gpu-1", "gpu-2"),
@@ -141,8 +141,22 @@ def test_busy_cluster_is_unplaceable_now_but_admissible_when_allowed() -> None:
     now = place_claims(claims, state)
     assert not now.ok
     assert "the most any node offers is 1" in now.reason
-    later = make_placer(state, allow_when_busy=True)(claims, None)
-    assert later.ok and later.node is None
+    later = make_placer(state)(claims, None)
+    assert later.ok and later.node is None and not later.now
+    assert "the most any node offers is 1" in later.reason
+
+
+def test_admission_denies_only_what_can_never_be_placed() -> None:
+    state = cluster(allocated_claim("busy-1", "node-1", "gpu-0", "gpu-1", "gpu-2", "gpu-3"))
+    never = make_placer(state)([template_claim("a", 5)], None)
+    assert not never.ok and not never.too_complex and not never.invalid
+    assert "the most any node offers is 4" in never.reason  # judged on all published devices
+
+
+def test_free_node_is_preferred_now() -> None:
+    state = cluster(allocated_claim("busy", "node-1", "gpu-0", "gpu-1", "gpu-2"))
+    placement = make_placer(state)([template_claim("a", 2)], None)
+    assert placement.ok and placement.now and placement.node == "node-2"
 
 
 def test_node_labels_restrict_the_nodes() -> None:

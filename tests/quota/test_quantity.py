@@ -7,7 +7,14 @@ from decimal import Decimal
 import pytest
 
 from quota.errors import InvalidQuantity
-from quota.quantity import INT64_MAX, amount, parse_quantity, sat_add, whole_quantity
+from quota.quantity import (
+    INT64_MAX,
+    amount,
+    parse_quantity,
+    sat_add,
+    saturating_amount,
+    whole_quantity,
+)
 
 
 @pytest.mark.parametrize(
@@ -45,7 +52,8 @@ def test_bad_quantities_are_errors(text: object) -> None:
         ("memory", "1Ki", 1024),
         ("memory", "1500m", 2),
         ("example.com/foo", "3", 3),
-        ("memory", "1e30", INT64_MAX),
+        ("memory", "7Ei", 7 * 2**60),
+        ("cpu", "9223372036854775807", INT64_MAX),
     ],
 )
 def test_amounts(resource: str, text: str, value: int) -> None:
@@ -64,3 +72,76 @@ def test_whole_quantity_rejects_fractions_and_negatives() -> None:
 def test_sums_saturate_instead_of_wrapping() -> None:
     assert sat_add(INT64_MAX, 1) == INT64_MAX
     assert sat_add(1, 2, 3) == 6
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("1.5n", Decimal("2e-9")),  # Kubernetes rounds up to the nano place
+        ("0.0000000001", Decimal("1e-9")),  # a non-zero value is at least 1n
+        ("-0.0000000001", Decimal("-1e-9")),
+        ("1e-999999", Decimal("1e-9")),
+        ("1.G", Decimal("1e9")),  # ParseQuantity allows an empty fraction
+        ("9223372036854775807", Decimal(INT64_MAX)),
+        ("1e0000000000000000000018", Decimal("1e18")),  # leading zeros do not count
+        ("1.1Ki", Decimal("1126.4")),
+    ],
+)
+def test_kubernetes_rounding_and_bounds(text: str, value: Decimal) -> None:
+    assert parse_quantity(text) == value
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1e999999",
+        "0.000000001e999999",
+        "1e300000",
+        "9223372036854775808",
+        "-9223372036854775808",
+        "8Ei",
+        "1e30",
+        "1" * 100_000,
+        10**30,
+        1e30,
+    ],
+)
+def test_out_of_range_quantities_name_the_field(text: object) -> None:
+    with pytest.raises(InvalidQuantity) as caught:
+        parse_quantity(text, "Pod a/b", "spec.containers[0].resources.requests.cpu")
+    assert caught.value.obj == "Pod a/b"
+    assert caught.value.path == "spec.containers[0].resources.requests.cpu"
+    assert "out of range" in caught.value.reason
+    assert len(caught.value.reason) < 200  # a megabyte of digits is not echoed back
+
+
+@pytest.mark.parametrize("text", ["1e" + "9" * 20, "1e1.5", "1e", "1k1", "0x10", "1_000", "."])
+def test_malformed_exponents_and_digits_are_errors(text: str) -> None:
+    with pytest.raises(InvalidQuantity, match="invalid quantity"):
+        parse_quantity(text, "Pod a/b", "spec.x")
+
+
+def test_huge_inputs_never_build_huge_numbers() -> None:
+    # Kept digits are bounded by the 2^63-1 magnitude and the nano place, whatever the input.
+    tiny = parse_quantity("0." + "0" * 1_000_000 + "1")
+    assert tiny == Decimal("1e-9")
+    long = parse_quantity("1." + "3" * 1_000_000)
+    assert long == Decimal("1.333333334")
+    assert len(long.as_tuple().digits) == 10
+
+
+@pytest.mark.parametrize(
+    ("resource", "value", "charged"),
+    [
+        ("cpu", "1e999999", INT64_MAX),
+        ("cpu", "0.000000001e999999", INT64_MAX),
+        ("memory", "not a quantity", INT64_MAX),
+        ("memory", "-1e999999", 0),
+        ("cpu", "250m", 250),
+        ("memory", "1Ki", 1024),
+    ],
+)
+def test_saturating_amount_charges_bad_live_values_as_much_as_possible(
+    resource: str, value: str, charged: int
+) -> None:
+    assert saturating_amount(resource, value) == charged

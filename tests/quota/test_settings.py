@@ -127,3 +127,26 @@ def test_unknown_config_fields_are_errors_naming_the_path(
     assert info.value.reason.startswith("unknown field")
     if hint:
         assert f'did you mean "{hint}"' in info.value.reason
+
+
+def test_admission_deadline_and_workers() -> None:
+    default = Settings.from_mapping({})
+    assert default.admission_deadline_seconds < 3  # under the mutating webhook's timeout
+    parsed = Settings.from_mapping({"admissionDeadlineSeconds": 1.5, "admissionWorkers": 4})
+    assert (parsed.admission_deadline_seconds, parsed.admission_workers) == (1.5, 4)
+
+
+@pytest.mark.parametrize(
+    ("data", "path"),
+    [
+        ({"admissionDeadlineSeconds": 0}, "admissionDeadlineSeconds"),
+        ({"admissionDeadlineSeconds": 31}, "admissionDeadlineSeconds"),
+        ({"admissionDeadlineSeconds": "2s"}, "admissionDeadlineSeconds"),
+        ({"admissionWorkers": 0}, "admissionWorkers"),
+        ({"admissionWorkers": True}, "admissionWorkers"),
+    ],
+)
+def test_bad_admission_settings_name_the_field(data: dict[str, Any], path: str) -> None:
+    with pytest.raises(InvalidObject) as err:
+        Settings.from_mapping(data)
+    assert err.value.path == path

@@ -1,0 +1,80 @@
+"""Deterministic work budgets of one placement question: search steps and CEL cost.
+
+Admission must answer every pod quickly, so the work one question may cause is
+counted, never timed: the depth-first search spends one step per call of its
+recursive step (the upstream allocator's `allocateOne` invocations) and one per
+device it examines there (a large shared pool is work even without recursion), and every
+CEL evaluation spends its estimated cost (`quota.allocator.celcost`) before it
+runs. Counting makes the outcome reproducible: the same claims on the same
+cluster always run out at the same point, on any machine and under any load.
+
+Running out is its own outcome, `BudgetExceeded`: not "cannot be placed" (no
+answer was found either way) and not invalid input (the claims are well formed;
+they are too complex for admission to check).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from quota.allocator.errors import BudgetExceeded
+
+__all__ = [
+    "COMPILE_COST_PER_CHARACTER",
+    "DEFAULT_CEL_COST",
+    "DEFAULT_SEARCH_STEPS",
+    "EVALUATION_COST_LIMIT",
+    "Budget",
+]
+
+# Search steps of one placement question, across all nodes tried (nodes identical to
+# one already searched are not searched again). An ordinary pod needs a few steps per
+# claim and device; the upstream shared test table's largest case needs 26. A step
+# costs about 5-10 us, so the budget bounds one question to well under 100 ms.
+DEFAULT_SEARCH_STEPS = 10_000
+# The API server's limit for one DRA selector (resourceapi.CELSelectorExpressionMaxCost).
+EVALUATION_COST_LIMIT = 1_000_000
+# CEL cost of one placement question, across all evaluations (memoised results are free).
+DEFAULT_CEL_COST = 5_000_000
+# Compiling costs about as much per character as a few dozen evaluation steps; every
+# distinct expression of a question is charged once, cached or not, so the charge does
+# not depend on what earlier questions compiled.
+COMPILE_COST_PER_CHARACTER = 20
+
+
+@dataclass
+class Budget:
+    """Steps and CEL cost left for one placement question; not thread-safe (one per question)."""
+
+    steps: int = DEFAULT_SEARCH_STEPS
+    cel_cost: int = DEFAULT_CEL_COST
+    evaluation_cost: int = EVALUATION_COST_LIMIT
+    used_steps: int = 0
+    used_cost: int = 0
+    compiled: set[str] = field(default_factory=set)
+
+    def step(self, claim: str = "", request: str = "") -> None:
+        """Spend one search step; BudgetExceeded once more than `steps` were spent."""
+        self.used_steps += 1
+        if self.used_steps > self.steps:
+            raise BudgetExceeded("steps", self.used_steps, self.steps, claim, request)
+
+    def evaluate(self, static_cost: int, cost: int, expression: str) -> None:
+        """Spend the estimated `cost` of one CEL evaluation before it runs; an expression
+        whose `static_cost` (for any device) is above the per-evaluation limit never runs."""
+        if static_cost > self.evaluation_cost:
+            raise BudgetExceeded(
+                "cel-evaluation", static_cost, self.evaluation_cost, expression=expression
+            )
+        self.used_cost += cost
+        if self.used_cost > self.cel_cost:
+            raise BudgetExceeded("cel", self.used_cost, self.cel_cost, expression=expression)
+
+    def compile(self, expression: str) -> None:
+        """Spend the cost of compiling an expression, once per distinct expression."""
+        if expression in self.compiled:
+            return
+        self.compiled.add(expression)
+        self.used_cost += COMPILE_COST_PER_CHARACTER * len(expression)
+        if self.used_cost > self.cel_cost:
+            raise BudgetExceeded("cel", self.used_cost, self.cel_cost, expression=expression)

@@ -1,0 +1,134 @@
+"""Placement outcomes in the decision: never placeable, not placeable now, too complex."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from quota.claims import PodClaim
+from quota.cluster import ClusterState
+from quota.decision import decide
+from quota.settings import Settings
+from quota.usage import Usage
+from tests.quota.queue_builders import scenario_objects, submission_object
+
+SCENARIO = {
+    "flavors": [
+        {"name": "on-demand", "nodeLabels": {"pool": "on-demand"}},
+        {"name": "spot", "nodeLabels": {"pool": "spot"}},
+    ],
+    "queues": [
+        {
+            "name": "a",
+            "classes": {"gpus": ["gpu.example.com"]},
+            "groups": [{"on-demand": {"gpus": 4}, "spot": {"gpus": 4}}],
+        }
+    ],
+    "localQueues": {"team-a/default": "a"},
+    "submit": [{"name": "p", "devices": {"gpu.example.com": 1}}],
+}
+BUSY = "request gpu of claim devices: needs 1 device of class gpu.example.com; no node offers any"
+COMPLEX = (
+    "too complex to check: the device search took more than 10000 steps: use fewer "
+    "firstAvailable alternatives"
+)
+
+
+@dataclass(frozen=True)
+class Answer:
+    ok: bool
+    reason: str = ""
+    node: str | None = None
+    now: bool = True
+    too_complex: bool = False
+
+
+class Placer:
+    """Answers per node label `pool` (None: the cluster-wide question)."""
+
+    def __init__(self, answers: Mapping[str | None, Answer]) -> None:
+        self.answers = answers
+
+    def __call__(self, claims: Sequence[PodClaim], labels: Mapping[str, str] | None) -> Answer:
+        return self.answers[None if labels is None else labels["pool"]]
+
+
+def setup(mode: str = "Enforce") -> tuple[dict[str, Any], ClusterState, Settings]:
+    pod, _ = submission_object(SCENARIO["submit"][0])
+    return pod, ClusterState(scenario_objects(SCENARIO)), Settings(placement=mode)
+
+
+def test_claims_placeable_only_once_devices_are_released_are_admitted_with_a_warning() -> None:
+    pod, state, settings = setup()
+    later = Answer(True, BUSY, now=False)
+    decision = decide(
+        pod, state, Usage(), settings, Placer({None: later, "on-demand": later, "spot": later})
+    )
+    assert decision.allowed and decision.reason == "Admitted"
+    assert (
+        "pod team-a/p: claims cannot be placed on the devices free right now, the pod waits "
+        f"until allocated devices are released: {BUSY}"
+    ) in decision.warnings
+
+
+def test_flavor_whose_nodes_can_host_the_pod_now_is_preferred() -> None:
+    pod, state, settings = setup()
+    answers = {
+        None: Answer(True, node="node-2"),
+        "on-demand": Answer(True, BUSY, now=False),
+        "spot": Answer(True, node="node-2"),
+    }
+    decision = decide(pod, state, Usage(), settings, Placer(answers))
+    assert decision.allowed
+    assert decision.charge is not None and decision.charge.flavors == {"gpus": "spot"}
+
+
+def test_busy_flavor_still_chosen_when_no_flavor_fits_now() -> None:
+    pod, state, settings = setup()
+    later = Answer(True, BUSY, now=False)
+    decision = decide(
+        pod, state, Usage(), settings, Placer({None: later, "on-demand": later, "spot": later})
+    )
+    assert decision.charge is not None and decision.charge.flavors == {"gpus": "on-demand"}
+
+
+def test_too_complex_claims_are_denied_under_enforce_with_how_to_simplify() -> None:
+    pod, state, settings = setup("Enforce")
+    decision = decide(
+        pod, state, Usage(), settings, Placer({None: Answer(False, COMPLEX, too_complex=True)})
+    )
+    assert not decision.allowed
+    assert (decision.code, decision.reason) == (403, "TooComplex")
+    assert decision.message == f"pod team-a/p: claims {COMPLEX}"
+
+
+def test_too_complex_claims_are_a_warning_under_warn() -> None:
+    pod, state, settings = setup("Warn")
+    complex_ = Answer(False, COMPLEX, too_complex=True)
+    answers = {None: complex_, "on-demand": complex_, "spot": complex_}
+    decision = decide(pod, state, Usage(), settings, Placer(answers))
+    assert decision.allowed
+    assert f"pod team-a/p: claims {COMPLEX}" in decision.warnings
+
+
+@pytest.mark.parametrize("mode", ["Enforce", "Warn"])
+def test_too_complex_is_not_reported_as_unplaceable_or_invalid(mode: str) -> None:
+    pod, state, settings = setup(mode)
+    decision = decide(
+        pod,
+        state,
+        Usage(),
+        settings,
+        Placer(
+            {
+                None: Answer(False, COMPLEX, too_complex=True),
+                "on-demand": Answer(True),
+                "spot": Answer(True),
+            }
+        ),
+    )
+    assert decision.reason not in ("Unplaceable", "InvalidObject")
+    assert decision.code != 400

@@ -1,0 +1,103 @@
+"""Issue 11: admission judges whether claims can ever be placed; busy devices only warn."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from quota.claims import expand_pod_claims
+from quota.cluster import ClusterState
+from quota.decision import decide
+from quota.placement import make_placer
+from quota.settings import Settings
+from quota.usage import Usage
+from tests.quota.queue_builders import scenario_objects
+from tests.robustness.hostile import GPU, first_available_spec, node_objects, pod, template
+
+SCENARIO: dict[str, Any] = {
+    "flavors": [
+        {"name": "fa", "nodeLabels": {"pool": "a"}},
+        {"name": "fb", "nodeLabels": {"pool": "b"}},
+    ],
+    "queues": [
+        {
+            "name": "q",
+            "classes": {"gpus": [GPU]},
+            "groups": [{"fa": {"gpus": 8}, "fb": {"gpus": 8}}],
+        }
+    ],
+    "localQueues": {"team-a/default": "q"},
+}
+ONE_GPU = {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU}}]}}
+
+
+def busy_claim(node: str, devices: int = 8) -> dict[str, Any]:
+    results = [
+        {"request": "gpu", "driver": GPU, "pool": node, "device": f"gpu-{i}"}
+        for i in range(devices)
+    ]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": f"busy-{node}", "namespace": "other"},
+        "spec": ONE_GPU,
+        "status": {"allocation": {"devices": {"results": results}}},
+    }
+
+
+def state(*busy: str, extra: tuple[dict[str, Any], ...] = ()) -> ClusterState:
+    nodes = node_objects(2)
+    for obj, pool in zip([o for o in nodes if o["kind"] == "Node"], ("a", "b"), strict=True):
+        obj["metadata"]["labels"]["pool"] = pool
+    objects = scenario_objects(SCENARIO) + nodes + [template("one", ONE_GPU)]
+    objects += [template("many", first_available_spec(2, 4))]
+    return ClusterState(objects + [busy_claim(n) for n in busy] + list(extra))
+
+
+def test_busy_devices_are_a_warning_not_a_quota_denial() -> None:
+    s = state("node-0000", "node-0001")
+    decision = decide(pod("p", ("one",)), s, Usage(), Settings(), make_placer(s))
+    assert decision.allowed and decision.reason == "Admitted"
+    assert any("cannot be placed on the devices free right now" in w for w in decision.warnings)
+
+
+def test_flavor_whose_nodes_are_free_now_is_preferred() -> None:
+    s = state("node-0000")  # pool a busy, pool b free
+    decision = decide(pod("p", ("one",)), s, Usage(), Settings(), make_placer(s))
+    assert decision.allowed and decision.charge is not None
+    assert decision.charge.flavors == {"gpus": "fb"}
+    assert decision.node_selector == {"pool": "b"}
+    assert not any("right now" in w for w in decision.warnings)
+
+
+def test_first_flavor_kept_when_both_are_free() -> None:
+    s = state()
+    decision = decide(pod("p", ("one",)), s, Usage(), Settings(), make_placer(s))
+    assert decision.charge is not None and decision.charge.flavors == {"gpus": "fa"}
+
+
+def test_claims_that_can_never_be_placed_are_still_denied() -> None:
+    nine = {
+        "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": GPU, "count": 9}}]}
+    }
+    s = state("node-0000", extra=(template("nine", nine),))
+    decision = decide(pod("p", ("nine",)), s, Usage(), Settings(), make_placer(s))
+    assert not decision.allowed and decision.reason == "Unplaceable"
+    assert "the most any node offers is 8" in decision.message
+
+
+def test_new_allocations_keep_parsed_devices_and_change_the_answer() -> None:
+    s = state()
+    placer = make_placer(s)
+    claims = [_claim_of(s, "one")]
+    before = placer.index()
+    assert placer.place(claims).node == "node-0000"
+    s.upsert(busy_claim("node-0000"))
+    after = placer.index()
+    assert after is not before and after.slices is before.slices  # not parsed again
+    assert after.allocated != before.allocated
+    assert placer.place(claims).node == "node-0001"
+    assert placer.place(claims) == make_placer(s).place(claims)
+
+
+def _claim_of(s: ClusterState, template_name: str) -> Any:
+    return expand_pod_claims(pod("p", (template_name,)), s, "Pod team-a/p")[0]

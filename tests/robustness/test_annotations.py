@@ -1,0 +1,39 @@
+"""Malformed charge annotations of issue 10: an InvalidObject with a message, never a crash."""
+
+from __future__ import annotations
+
+import pytest
+
+from quota.charge import CHARGE_ANNOTATION, MAX_ANNOTATION_BYTES, Charge
+from quota.errors import InvalidObject
+
+PATH = f"metadata.annotations[{CHARGE_ANNOTATION}]"
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("[" * 100_000, "nested deeper than"),
+        ("{" * 100_000, "nested deeper than"),
+        ('{"a":' * 50 + "1" + "}" * 50, "nested deeper than"),
+        ('{"usage":{"gpu":' + "9" * 5000 + "}}", "invalid JSON"),
+        ("x" * (MAX_ANNOTATION_BYTES + 1), "characters long"),
+        ("{", "invalid JSON"),
+        ("[]", "must be a JSON object"),
+    ],
+)
+def test_malformed_annotation_is_invalid_object(text: str, reason: str) -> None:
+    with pytest.raises(InvalidObject) as caught:
+        Charge.from_annotation(text, "Pod team-a/p")
+    assert (caught.value.obj, caught.value.path) == ("Pod team-a/p", PATH)
+    assert reason in caught.value.reason
+    assert len(str(caught.value)) < 300
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
+    text = (
+        '{"clusterQueue":"[[[[[[","localQueue":"a/b",'
+        '"sharedClaims":{"a/c":{"gpu":1}},"usage":{"gpu":2}}'
+    )
+    charge = Charge.from_annotation(text, "Pod team-a/p")
+    assert charge.cluster_queue == "[[[[[[" and charge.shared_claims == {"a/c": {"gpu": 1}}

@@ -1,0 +1,138 @@
+"""Admissions off the event loop: bounded concurrency, a deadline, and a wedge detector.
+
+The event loop serves TLS handshakes, /healthz, /readyz and /metrics; a decision
+never runs on it. At most `workers` decisions run at once, each in its own
+thread; a request waits for a free worker and for its decision only until its
+deadline, then gets an answer anyway (the caller turns None into a denial). The
+work itself cannot be interrupted: it finishes in its thread, bounded by the
+placement budgets, and frees its worker then.
+
+The admission path is wedged when every worker has been busy with one request for
+longer than the deadline: nothing new can be decided. /readyz reports it, and
+after `restart_after` seconds of it /healthz too, so Kubernetes restarts the
+replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+__all__ = ["AdmissionRunner"]
+
+_T = TypeVar("_T")
+
+
+def _consume(future: asyncio.Future[Any]) -> None:
+    # A decision answered after its deadline: nobody awaits it, so retrieve its outcome here.
+    if not future.cancelled():
+        future.exception()
+
+
+class AdmissionRunner:
+    """Runs `fn(*args)` on at most `workers` threads, answering within `deadline` seconds."""
+
+    def __init__(
+        self,
+        workers: int,
+        deadline: float,
+        restart_after: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.workers = workers
+        self.deadline = deadline
+        self.restart_after = restart_after if restart_after is not None else 6 * deadline
+        self.clock = clock
+        self.deadline_exceeded = 0
+        self._executor = ThreadPoolExecutor(workers, thread_name_prefix="draquota-admission")
+        self._side = ThreadPoolExecutor(2, thread_name_prefix="draquota-side")
+        self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+        self._running: dict[int, float] = {}
+        self._ids = itertools.count()
+        self._lock = threading.Lock()
+        self._wedged_since: float | None = None
+
+    async def run(
+        self, started: float, fn: Callable[..., _T], *args: Any
+    ) -> tuple[bool, _T | None]:
+        """(True, result), or (False, None) when the deadline (from `started`) passed first."""
+        loop = asyncio.get_running_loop()
+        if self._slots is None or self._slots[0] is not loop:
+            self._slots = (loop, asyncio.Semaphore(self.workers))
+        slots = self._slots[1]
+        try:
+            await asyncio.wait_for(slots.acquire(), self._remaining(started))
+        except TimeoutError:
+            return self._late()
+        key = next(self._ids)
+
+        def job() -> _T:
+            with self._lock:
+                self._running[key] = self.clock()
+            try:
+                return fn(*args)
+            finally:
+                with self._lock:
+                    self._running.pop(key, None)
+
+        try:
+            future = loop.run_in_executor(self._executor, job)
+        except BaseException:
+            slots.release()
+            raise
+        future.add_done_callback(lambda _: slots.release())
+        try:
+            result = await asyncio.wait_for(asyncio.shield(future), self._remaining(started))
+        except TimeoutError:
+            future.add_done_callback(_consume)
+            return self._late()
+        return True, result
+
+    def _remaining(self, started: float) -> float:
+        return max(0.0, self.deadline - (self.clock() - started))
+
+    def _late(self) -> tuple[bool, None]:
+        self.deadline_exceeded += 1
+        return False, None
+
+    def busy(self) -> int:
+        """Decisions running now."""
+        with self._lock:
+            return len(self._running)
+
+    def wedged(self) -> tuple[bool, str]:
+        """(True, why) when every worker has been on one request for longer than the deadline."""
+        now = self.clock()
+        with self._lock:
+            starts = list(self._running.values())
+        if len(starts) < self.workers or now - max(starts) <= self.deadline:
+            self._wedged_since = None
+            return False, ""
+        if self._wedged_since is None:
+            self._wedged_since = now
+        youngest = now - max(starts)
+        return True, (
+            f"admission path wedged: all {self.workers} workers busy for more than "
+            f"{youngest:.1f}s (deadline {self.deadline:g}s)"
+        )
+
+    def stuck(self) -> tuple[bool, str]:
+        """(True, why) when the path has been wedged for longer than `restart_after`."""
+        wedged, why = self.wedged()
+        since = self._wedged_since
+        if not wedged or since is None or self.clock() - since <= self.restart_after:
+            return False, ""
+        return True, f"{why}, for {self.clock() - since:.0f}s"
+
+    async def side(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """Run quick blocking work (a metrics render) off the loop, never on an admission worker."""
+        return await asyncio.get_running_loop().run_in_executor(self._side, fn, *args)
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        self._side.shutdown(wait=False, cancel_futures=True)
