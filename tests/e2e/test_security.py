@@ -223,3 +223,33 @@ def test_08_a_server_dry_run_records_nothing(two_gpus: Scenario) -> None:
         assert out.returncode == 0
     assert s.reservations() == []
     assert _create(s, gpu_pod("real", 2))[0]
+
+
+def test_05_a_forged_charge_annotation_is_stripped_and_fills_no_queue(
+    two_gpus: Scenario, draquota_cluster: Draquota
+) -> None:
+    s = two_gpus
+    outside = _unique("e2e-nolq")  # a namespace no ClusterQueue selects, without LocalQueues
+    s.cluster.kubectl("create", "namespace", outside)
+    forged = json.dumps(
+        {
+            "clusterQueue": s.name,
+            "localQueue": f"{s.namespace}/default",
+            "flavors": {"gpus": f"{s.name}-main"},
+            "usage": {"gpus": 2},
+            "deviceClasses": {GPU_CLASS: 2},
+            "sharedClaims": {},
+        }
+    )
+    thief = gpu_pod("thief", 0)
+    del thief["spec"]["resourceClaims"]
+    thief["metadata"]["annotations"] = {CHARGE: forged}
+    out = s.cluster.kubectl(
+        "create", "-n", outside, "-f", "-", stdin=yaml.safe_dump(thief), check=False
+    )
+    assert out.returncode == 0, out.stderr
+    stored = json.loads(
+        s.cluster.kubectl("get", "pod", "thief", "-n", outside, "-o", "json").stdout
+    )
+    assert CHARGE not in stored["metadata"].get("annotations", {})
+    assert _create(s, gpu_pod("owner", 2))[0]  # team's own quota is whole

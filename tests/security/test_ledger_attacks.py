@@ -51,7 +51,7 @@ class Replica:
 
 
 def replica(client: KubeClient, clock: Clock) -> Replica:
-    settings = Settings(placement="Off", reservation_ttl_seconds=TTL)
+    settings = Settings(placement="Off", reservation_ttl_seconds=TTL, admission_deadline_seconds=30)
     backend = KubeBackend(client, FAST)
     options = LedgerOptions(reconcile_interval=3600)
     ledger = ClusterLedger(client, backend, settings, options, clock=clock, wall=clock)

@@ -442,3 +442,13 @@ def test_progress_is_told_how_far_a_large_file_has_been_read(tmp_path: Path) -> 
 
     load_inputs([big], progress=Recorder())
     assert seen == [("reading", 1000), ("reading", 2000), ("read", 2500)]
+
+
+def test_package_metadata_uses_an_spdx_license_and_a_plain_editable_install() -> None:
+    # setuptools warns (three times per `make setup`) about a license table, and about
+    # the meta path finder of an editable install without package-dir.
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert project["project"]["license"] == "Apache-2.0"
+    assert project["tool"]["setuptools"]["package-dir"] == {"": "."}

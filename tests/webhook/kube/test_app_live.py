@@ -30,7 +30,7 @@ def admit(http: AppClient, name: str, uid: str) -> dict:
 def http(api: FakeApiServer, client: KubeClient) -> Iterator[AppClient]:
     for obj in cluster_objects(5):
         api.create(obj)
-    settings = Settings(placement="Off")
+    settings = Settings(placement="Off", admission_deadline_seconds=30)  # not under test here
     backend = KubeBackend(client, FAST, max_staleness=0.3)
     app = create_app(backend, ClusterLedger(client, backend, settings), settings)
     backend.start()  # the app's lifespan does this when served
@@ -44,7 +44,8 @@ def test_stale_cache_makes_readyz_fail_and_admission_deny_with_the_reason(
     api: FakeApiServer, http: AppClient
 ) -> None:
     eventually(lambda: http.get("/readyz").status_code == 200)
-    assert admit(http, "p0", "uid-0")["allowed"]
+    first = admit(http, "p0", "uid-0")
+    assert first["allowed"], first
 
     api.unreachable("reset")
     eventually(lambda: http.get("/readyz").status_code == 503)

@@ -1,0 +1,73 @@
+"""Work done per admission request: one decision per /validate, each claim parsed once."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import jsonpatch
+import orjson
+import pytest
+
+from quota import claims as claims_module
+from quota.cluster import ClusterState
+from quota.placement import make_placer
+from quota.settings import Settings
+from tests.webhook.builders import (
+    AppClient,
+    FakeBackend,
+    cluster_objects,
+    node_objects,
+    pod,
+    review,
+)
+from webhook import admit as admit_module
+from webhook.app import CachedPlacer, create_app
+from webhook.backend import MemoryLedger
+
+
+def _template(name: str) -> dict[str, Any]:
+    template = next(o for o in cluster_objects() if o["kind"] == "ResourceClaimTemplate")
+    return {**template, "metadata": {"name": name, "namespace": "team-a"}}
+
+
+def test_a_validate_decides_once_and_parses_each_claim_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    objects = [
+        *cluster_objects(gpus=8),
+        *node_objects(2),
+        _template("fresh-a"),
+        _template("fresh-b"),
+    ]
+    state = ClusterState(objects)
+    backend = FakeBackend(state)
+    placer = CachedPlacer(make_placer(state), state)
+    client = AppClient(create_app(backend, MemoryLedger(state, Settings()), Settings(), placer))
+    obj = pod("p", templates=("fresh-a", "fresh-b"))
+    mutated = client.post("/mutate", content=orjson.dumps(review(obj))).json()["response"]
+    obj = jsonpatch.apply_patch(obj, orjson.loads(base64.b64decode(mutated["patch"])))
+    obj["metadata"]["uid"] = "uid-p"
+
+    decisions: list[str] = []
+    real_decide = admit_module.decide
+
+    def counting_decide(*args: Any, **kwargs: Any) -> Any:
+        decisions.append("decide")
+        return real_decide(*args, **kwargs)
+
+    parsed: list[str] = []
+    real_parse = claims_module.claim_spec_of
+
+    def counting_parse(obj: Any) -> Any:
+        parsed.append(obj["metadata"]["name"])
+        return real_parse(obj)
+
+    monkeypatch.setattr(admit_module, "decide", counting_decide)
+    monkeypatch.setattr(claims_module, "claim_spec_of", counting_parse)
+    for name in ("fresh-a", "fresh-b"):  # new objects: nothing parsed before this request
+        state.upsert(_template(name))
+    answer = client.post("/validate", content=orjson.dumps(review(obj))).json()["response"]
+    assert answer["allowed"], answer
+    assert decisions == ["decide"]
+    assert sorted(parsed) == ["fresh-a", "fresh-b"]
