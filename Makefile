@@ -9,14 +9,20 @@ EXAMPLES := manifests/examples
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
-	touch $@
+	@echo "setup: installing draquota and its test tools into $(VENV) (about 30 s, only once)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(BIN)/pip install --quiet --disable-pip-version-check --upgrade pip
+	@$(BIN)/pip install --quiet --disable-pip-version-check -e '.[test]'
+	@touch $@
+	@echo "setup: done; the command line is $(BIN)/draquota"
 
 demo: setup
-	$(BIN)/draquota count $(EXAMPLES)/workloads/*.yaml --state $(EXAMPLES)/cluster
-	$(BIN)/draquota check $(EXAMPLES)/workloads/*.yaml --state $(EXAMPLES)/cluster
+	@printf '\n# Devices per DeviceClass of the example workloads\n'
+	$(BIN)/draquota count $(EXAMPLES)/workloads/ --state $(EXAMPLES)/cluster
+	@printf '\n# Quota and usage of the example ClusterQueues\n'
+	$(BIN)/draquota status --state $(EXAMPLES)/cluster
+	@printf '\n# What-if: the example workloads decided in order against the example cluster\n'
+	$(BIN)/draquota check $(EXAMPLES)/workloads/ --state $(EXAMPLES)/cluster
 
 lint: setup
 	$(BIN)/ruff check .

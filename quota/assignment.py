@@ -21,7 +21,7 @@ fit is the fallback.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -143,6 +143,15 @@ class _Demand:
     shared: Mapping[str, Mapping[str, int]]
     held: frozenset[tuple[str, FlavorResource]]
     pods: int
+    classes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def resource_text(self, resource: str) -> str:
+        """`gpus (DeviceClass gpu.example.com)`: the quota resource and the classes that asked."""
+        names = self.classes.get(resource)
+        if not names:
+            return resource
+        label = "DeviceClass" if len(names) == 1 else "DeviceClasses"
+        return f"{resource} ({label} {', '.join(names)})"
 
 
 def _amount(demand: _Demand, key: FlavorResource) -> tuple[int, int]:
@@ -161,7 +170,7 @@ def _check(
     per_pod, shared = _amount(demand, key)
     value = sat_add(per_pod, shared)
     fmt = lambda v: format_amount(key.resource, v)  # noqa: E731
-    where = f"{key.resource} in flavor {key.flavor}"
+    where = f"{demand.resource_text(key.resource)} in flavor {key.flavor}"
     if value > view.potential:
         if capacity_only and (demand.pods != 1 or shared):
             sum_text = f"{demand.pods} pods x {fmt(demand.per_pod.get(key.resource, 0))}"
@@ -240,16 +249,25 @@ def assign_flavors(
     flavor_filter: FlavorFilter = lambda _flavor: None,
     pods: int = 1,
     capacity_only: bool = False,
+    asked: Mapping[str, Collection[str]] | None = None,
 ) -> Assignment:
     """Assign a flavor to every resource group the demand touches.
 
     `per_pod` and `shared` hold amounts of covered resources only. `held` lists the
     (shared claim, flavor-resource) pairs the queue already pays for, which cost
     nothing more. With `capacity_only`, only the most the queue could ever hold is
-    checked (for workloads at submit time), for `pods` pods at once.
+    checked (for workloads at submit time), for `pods` pods at once. `asked` names,
+    per resource, the DeviceClasses the pod asked for, for the denial reasons
+    (default: every class the queue maps to the resource).
     """
     shared = shared or {}
-    demand = _Demand(per_pod, shared, held, pods)
+    if asked is None:
+        mapped: dict[str, list[str]] = {}
+        for device_class, resource in table.class_resources.get(queue.name, {}).items():
+            mapped.setdefault(resource, []).append(device_class)
+        asked = mapped
+    classes = {resource: tuple(sorted(names)) for resource, names in asked.items() if names}
+    demand = _Demand(per_pod, shared, held, pods, classes)
     views: dict[FlavorResource, QuotaView] = {}
     usages: dict[str, Mapping[FlavorResource, int]] = {}
 

@@ -74,8 +74,9 @@ def pod_demand(
     """
     try:
         claims = expand_pod_claims(workload.pod, state, workload.ref, generated)
+        entries = {claim.entry for claim in claims}
         resources = pod_resources(
-            workload.pod, workload.ref, extended_names(state), saturate=saturate
+            workload.pod, workload.ref, extended_names(state), entries, saturate=saturate
         )
     except NotFound as exc:
         if workload.template_path:

@@ -10,7 +10,7 @@ charged as devices of that class and removed from the ordinary resources.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -40,12 +40,32 @@ class _Container:
     restartable: bool
 
 
-def _containers(reader: FieldReader, spec: Mapping[str, Any], field: str) -> list[_Container]:
+def _check_claims(
+    reader: FieldReader, resources: Mapping[str, Any], path: str, entries: Collection[str]
+) -> None:
+    """Every claim a container uses must be an entry of spec.resourceClaims (as the API
+    server validates): a misspelt name would otherwise charge nothing."""
+    for j, raw in enumerate(reader.items(resources.get("claims"), f"{path}.claims")):
+        here = f"{path}.claims[{j}]"
+        name = reader.string(reader.mapping(raw, here).get("name"), f"{here}.name", True)
+        if name not in entries:
+            known = ", ".join(sorted(entries)) or "none"
+            raise reader.fail(
+                f"{here}.name",
+                f'claim "{name}" not found in spec.resourceClaims (entries: {known})',
+            )
+
+
+def _containers(
+    reader: FieldReader, spec: Mapping[str, Any], field: str, entries: Collection[str] | None
+) -> list[_Container]:
     out = []
     for i, raw in enumerate(reader.items(spec.get(field), f"spec.{field}")):
         path = f"spec.{field}[{i}]"
         container = reader.mapping(raw, path)
         resources = reader.mapping(container.get("resources"), f"{path}.resources")
+        if entries is not None:
+            _check_claims(reader, resources, f"{path}.resources", entries)
         limits = reader.mapping(resources.get("limits"), f"{path}.resources.limits")
         requests = dict(limits)  # the API server defaults a missing request to its limit
         requests.update(reader.mapping(resources.get("requests"), f"{path}.resources.requests"))
@@ -131,21 +151,27 @@ def _extended_devices(
 
 
 def pod_resources(
-    pod: Mapping[str, Any], ref: str, extended_names: Mapping[str, str], saturate: bool = False
+    pod: Mapping[str, Any],
+    ref: str,
+    extended_names: Mapping[str, str],
+    claim_entries: Collection[str] | None = None,
+    saturate: bool = False,
 ) -> PodResources:
     """Effective requests of a pod (or pod template).
 
     `extended_names` maps explicit extended-resource names to the DeviceClass
-    backing them (`quota.deviceclasses.extended_resource_classes`). A quantity out of
-    Kubernetes' range raises InvalidQuantity, unless `saturate` (a live pod, which
-    must never drop out of usage): then it is charged as much as an amount holds
+    backing them (`quota.deviceclasses.extended_resource_classes`). With
+    `claim_entries` (the names of spec.resourceClaims), a container claim naming
+    no entry is an InvalidObject. A quantity out of Kubernetes' range raises
+    InvalidQuantity, unless `saturate` (a live pod, which must never drop out of
+    usage): then it is charged as much as an amount holds
     (`quota.quantity.saturating_amount`; a negative one as 0, a fraction of devices
     rounded up).
     """
     reader = FieldReader(ref)
     spec = reader.mapping(pod.get("spec"), "spec")
-    containers = _containers(reader, spec, "initContainers") + _containers(
-        reader, spec, "containers"
+    containers = _containers(reader, spec, "initContainers", claim_entries) + _containers(
+        reader, spec, "containers", claim_entries
     )
     ordinary: list[tuple[_Container, dict[str, Decimal]]] = []
     devices: list[tuple[_Container, dict[str, int]]] = []

@@ -23,10 +23,14 @@ from quota.errors import InvalidObject, object_ref
 from quota.quantity import amount, parse_quantity
 from quota.selectors import LABEL_OPERATORS, requirement_matches
 from quota.settings import Settings
+from quota.strict import Schema, reject_unknown_fields
 
 __all__ = [
     "API_GROUP",
+    "CLUSTER_QUEUE_FIELDS",
+    "LOCAL_QUEUE_FIELDS",
     "QUEUE_KINDS",
+    "RESOURCE_FLAVOR_FIELDS",
     "ClusterQueue",
     "LocalQueue",
     "QueueTable",
@@ -47,6 +51,44 @@ QUEUE_KINDS = ("ClusterQueue", "LocalQueue", "ResourceFlavor")
 BORROW = "Borrow"
 TRY_NEXT_FLAVOR = "TryNextFlavor"
 DEVICE_CLASS_KIND = "DeviceClass"
+
+# The fields of each kind, as in manifests/base/crds (strict decoding: anything else is an
+# error naming its path, where a live API server would prune it silently).
+_OBJECT: dict[str, Any] = {"apiVersion": None, "kind": None, "metadata": None, "status": None}
+_SELECTOR: Schema = {
+    "matchLabels": None,
+    "matchExpressions": [{"key": None, "operator": None, "values": None}],
+}
+CLUSTER_QUEUE_FIELDS: Schema = {
+    **_OBJECT,
+    "spec": {
+        "namespaceSelector": _SELECTOR,
+        "cohort": None,
+        "flavorFungibility": {"whenCanBorrow": None},
+        "resourceGroups": [
+            {
+                "coveredResources": None,
+                "flavors": [
+                    {
+                        "name": None,
+                        "resources": [
+                            {
+                                "name": None,
+                                "kind": None,
+                                "deviceClassNames": None,
+                                "nominalQuota": None,
+                                "borrowingLimit": None,
+                                "lendingLimit": None,
+                            }
+                        ],
+                    }
+                ],
+            }
+        ],
+    },
+}
+LOCAL_QUEUE_FIELDS: Schema = {**_OBJECT, "spec": {"clusterQueue": None}}
+RESOURCE_FLAVOR_FIELDS: Schema = {**_OBJECT, "spec": {"nodeLabels": None}}
 
 
 @dataclass(frozen=True)
@@ -232,6 +274,7 @@ def parse_cluster_queue(obj: Obj) -> ClusterQueue:
     ref = object_ref("ClusterQueue", None, metadata.get("name"))
     reader = FieldReader(ref)
     _check_api_version(reader, obj)
+    reject_unknown_fields(ref, obj, CLUSTER_QUEUE_FIELDS)
     name = reader.string(metadata.get("name"), "metadata.name", True)
     spec = reader.mapping(obj.get("spec"), "spec")
     cohort = reader.string(spec.get("cohort"), "spec.cohort") or None
@@ -300,6 +343,7 @@ def parse_local_queue(obj: Obj) -> LocalQueue:
     ref = object_ref("LocalQueue", namespace, metadata.get("name"))
     reader = FieldReader(ref)
     _check_api_version(reader, obj)
+    reject_unknown_fields(ref, obj, LOCAL_QUEUE_FIELDS)
     name = reader.string(metadata.get("name"), "metadata.name", True)
     spec = reader.mapping(obj.get("spec"), "spec")
     cluster_queue = reader.string(spec.get("clusterQueue"), "spec.clusterQueue", True)
@@ -312,6 +356,7 @@ def parse_resource_flavor(obj: Obj) -> ResourceFlavor:
     ref = object_ref("ResourceFlavor", None, metadata.get("name"))
     reader = FieldReader(ref)
     _check_api_version(reader, obj)
+    reject_unknown_fields(ref, obj, RESOURCE_FLAVOR_FIELDS)
     name = reader.string(metadata.get("name"), "metadata.name", True)
     spec = reader.mapping(obj.get("spec"), "spec")
     labels = reader.mapping(spec.get("nodeLabels"), "spec.nodeLabels")

@@ -11,7 +11,8 @@ admissionDeadlineSeconds: 2      # answer (a denial) before the API server's tim
 admissionWorkers: 8              # admissions decided at once, off the event loop
 ```
 
-Keys the quota core does not know are left to the shell (logging, listen address, ...).
+Decoding is strict, like kubectl's field validation: an unknown key (a typo such as
+`unmappedDeviceClas`) is an error naming its path, never silently ignored.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from typing import Any
 
 from quota.claimspec import FieldReader
 from quota.errors import InvalidObject
+from quota.strict import Schema, reject_unknown_fields
 
 __all__ = [
+    "CONFIG_FIELDS",
     "MAX_DEADLINE_SECONDS",
     "PLACEMENT_MODES",
     "UNMAPPED_MODES",
@@ -34,6 +37,16 @@ __all__ = [
 UNMAPPED_MODES = ("Deny", "Ignore")
 PLACEMENT_MODES = ("Enforce", "Warn", "Off")
 _REF = "config"
+_MAPPINGS = [{"name": None, "deviceClassNames": None}]
+CONFIG_FIELDS: Schema = {
+    "deviceClassMappings": _MAPPINGS,
+    "resources": {"deviceClassMappings": _MAPPINGS},
+    "unmappedDeviceClass": None,
+    "placement": None,
+    "reservationTTLSeconds": None,
+    "admissionDeadlineSeconds": None,
+    "admissionWorkers": None,
+}
 # The API server's largest webhook timeoutSeconds: a deadline past it would never be seen.
 MAX_DEADLINE_SECONDS = 30
 
@@ -102,6 +115,7 @@ class Settings:
             return cls()
         if not isinstance(data, Mapping):
             raise InvalidObject(_REF, "", "must be a mapping")
+        reject_unknown_fields(_REF, data, CONFIG_FIELDS)
         reader = FieldReader(_REF)
         raw_mappings = data.get("deviceClassMappings")
         path = "deviceClassMappings"

@@ -219,6 +219,10 @@ class MemoryLedger:
             self._sync()
             return dict(self._pods.records())
 
+    def unrecorded_pods(self) -> int:
+        """Managed live pods charged without an admission record (for the metrics)."""
+        return len(self._pods.unrecorded)
+
     def record(self, uid: str) -> Charge | None:
         """The admission record of the pod with this UID."""
         with self._lock:

@@ -36,7 +36,16 @@ UNKNOWN_QUEUE = "unknown"
 OTHER = "other"
 # The resources the webhook configurations send (manifests/webhooks.yaml).
 _RESOURCES = frozenset(
-    {"pods", "jobs", "cronjobs", "deployments", "replicasets", "statefulsets", "daemonsets"}
+    {
+        "pods",
+        "jobs",
+        "cronjobs",
+        "deployments",
+        "replicasets",
+        "statefulsets",
+        "daemonsets",
+        "resourceclaims",
+    }
 )
 _REASON = re.compile(r"[A-Z][A-Za-z]{0,63}")
 
@@ -152,6 +161,14 @@ class _StateCollector:
         )
         stale.add_metric([], 0.0 if fresh else 1.0)
         yield stale
+        unrecorded = GaugeMetricFamily(
+            "draquota_unrecorded_pods",
+            "managed live pods charged by recomputation alone: no admission record (created "
+            "before draquota was installed, or while its webhooks were removed)",
+        )
+        count: Callable[[], int] | None = getattr(self._ledger, "unrecorded_pods", None)
+        unrecorded.add_metric([], float(count()) if count else 0.0)
+        yield unrecorded
 
 
 class Metrics:

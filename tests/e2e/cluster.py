@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import os
 import re
 import shutil
@@ -26,7 +25,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +46,8 @@ __all__ = [
     "install",
     "k8s_dir",
     "missing_reason",
+    "run_draquota",
+    "running_cluster",
 ]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -113,6 +114,10 @@ class ControlPlane:
         env = {
             **os.environ,
             "K8S_BIN_CACHE": os.environ.get("K8S_BIN_CACHE", str(cache / "k8s-bin")),
+            # Nodes are watched from etcd itself, not the API server's watch cache, so a watch
+            # resumed from a compacted revision ends in 410 at once (a cache answers 410 only
+            # once it has rolled past that revision, which a short test cannot wait for).
+            "APISERVER_ARGS": f"--watch-cache-sizes=nodes#0 {os.environ.get('APISERVER_ARGS', '')}",
         }
         result = subprocess.run(
             [str(k8s_dir() / "up.sh"), str(self.run_dir)],
@@ -200,7 +205,9 @@ class ControlPlane:
             "create", "token", service_account, "-n", namespace, f"--duration={hours}h"
         ).stdout.strip()
 
-    def token_kubeconfig(self, path: Path, service_account: str, namespace: str) -> Path:
+    def token_kubeconfig(
+        self, path: Path, service_account: str, namespace: str, server: str | None = None
+    ) -> Path:
         """A kubeconfig that authenticates as the ServiceAccount, like a pod's mounted token."""
         ca = self.run_dir / "pki" / "ca.crt"
         user = f"system:serviceaccount:{namespace}:{service_account}"
@@ -210,7 +217,7 @@ class ControlPlane:
             "clusters": [
                 {
                     "name": "local",
-                    "cluster": {"server": self.server, "certificate-authority": str(ca)},
+                    "cluster": {"server": server or self.server, "certificate-authority": str(ca)},
                 }
             ],
             "users": [{"name": user, "user": {"token": self.token(service_account, namespace)}}],
@@ -232,9 +239,10 @@ class RoundRobinProxy:
     at the moment of a kill fail."""
 
     def __init__(self, backends: Sequence[int], port: int | None = None) -> None:
-        self.backends = list(backends)
+        self.backends = list(backends)  # in rotation; mutate with add()/remove()
         self.port = port or free_port()
         self.connections: dict[int, int] = dict.fromkeys(self.backends, 0)
+        self._open: set[asyncio.StreamWriter] = set()
         self._turn = itertools.count()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="proxy", daemon=True)
@@ -247,7 +255,46 @@ class RoundRobinProxy:
         return self
 
     async def _listen(self) -> None:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
+        if self._server is None:
+            self._server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
+
+    def _call(self, make: Callable[[], Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(make(), self._loop).result(10)
+
+    def add(self, port: int) -> None:
+        """Back in rotation (a replica became ready: the endpoints list it again)."""
+        if port not in self.backends:
+            self.backends.append(port)
+
+    def remove(self, port: int) -> None:
+        """Out of rotation (the endpoints controller dropped a replica that is not ready)."""
+        if port in self.backends:
+            self.backends.remove(port)
+
+    def listen(self) -> None:
+        """Accept connections again after close_listener()."""
+        self._call(self._listen)
+
+    def close_listener(self) -> None:
+        """Stop accepting: clients get `connection refused`, as from a Service with no
+        endpoints. Open connections are dropped too."""
+
+        async def close() -> None:
+            if self._server is not None:
+                self._server.close()
+                self._server = None
+
+        self._call(close)
+        self.drop_connections()
+
+    def drop_connections(self) -> None:
+        """Cut every open connection (both directions), like a network blip."""
+
+        async def drop() -> None:
+            for writer in list(self._open):
+                writer.transport.abort()
+
+        self._call(drop)
 
     def stop(self) -> None:
         async def close() -> None:
@@ -266,8 +313,9 @@ class RoundRobinProxy:
 
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
         start = next(self._turn)
-        for attempt in range(len(self.backends)):
-            port = self.backends[(start + attempt) % len(self.backends)]
+        backends = list(self.backends)
+        for attempt in range(len(backends)):
+            port = backends[(start + attempt) % len(backends)]
             try:
                 streams = await asyncio.open_connection("127.0.0.1", port)
             except OSError:
@@ -282,6 +330,7 @@ class RoundRobinProxy:
             writer.close()
             return
         up_reader, up_writer = upstream
+        self._open.update((writer, up_writer))
 
         async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
             try:
@@ -294,7 +343,10 @@ class RoundRobinProxy:
                 with contextlib.suppress(Exception):
                     sink.close()
 
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        try:
+            await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        finally:
+            self._open.difference_update((writer, up_writer))
 
 
 # ------------------------------------------------------------------------- replicas
@@ -391,17 +443,14 @@ class Draquota:
     certs: Path
     config: Path
     kubeconfig: Path  # the ServiceAccount's
-    proxy: RoundRobinProxy
+    proxy: RoundRobinProxy  # the webhook "Service": https://127.0.0.1:PORT in the configurations
+    api_proxy: RoundRobinProxy  # between the replicas and the API server, to cut their watches
     replicas: list[Replica]
     manifests: str  # what was applied (the rendered overlay)
 
     @property
     def url(self) -> str:
         return f"https://127.0.0.1:{self.proxy.port}"
-
-    def draquota(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        """The draquota command line, as an admin runs it."""
-        return run_draquota(*args, check=check)
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         for replica in self.replicas:
@@ -411,9 +460,34 @@ class Draquota:
         for replica in self.replicas:
             replica.stop()
         self.proxy.stop()
+        self.api_proxy.stop()
 
-    def webhook_configurations(self) -> Iterable[str]:
-        return ("mutatingwebhookconfiguration", "validatingwebhookconfiguration")
+    def kill(self, replica: Replica) -> None:
+        """SIGKILL one replica; it leaves the rotation as its endpoint would."""
+        replica.kill()
+        self.proxy.remove(replica.port)
+
+    def restart(self, replica: Replica, timeout: float = 60.0) -> None:
+        """Start it again on its port; back in rotation once /readyz answers 200."""
+        replica.start()
+        replica.wait_ready(timeout)
+        self.proxy.add(replica.port)
+
+    def stop_serving(self) -> None:
+        """The webhook is down: no replica runs and nothing listens on its address."""
+        self.proxy.close_listener()
+        for replica in self.replicas:
+            replica.stop()
+            self.proxy.remove(replica.port)
+
+    def start_serving(self, timeout: float = 60.0) -> None:
+        for replica in self.replicas:
+            if replica.process is None or replica.process.poll() is not None:
+                replica.start()
+        for replica in self.replicas:
+            replica.wait_ready(timeout)
+            self.proxy.add(replica.port)
+        self.proxy.listen()
 
 
 def run_draquota(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -463,10 +537,15 @@ def install(cluster: ControlPlane, workdir: Path, replicas: int = 3) -> Draquota
     )  # fmt: skip
     config = workdir / "config.yaml"
     config.write_text(_config_from(manifests), encoding="utf-8")
-    kubeconfig = cluster.token_kubeconfig(workdir / "sa.kubeconfig", SERVICE_ACCOUNT, NAMESPACE)
+    api_proxy = RoundRobinProxy([int(cluster.env["API_PORT"])]).start()
+    kubeconfig = cluster.token_kubeconfig(
+        workdir / "sa.kubeconfig", SERVICE_ACCOUNT, NAMESPACE, f"https://127.0.0.1:{api_proxy.port}"
+    )
     running = [Replica(workdir, kubeconfig, certs, config, i).start() for i in range(replicas)]
     proxy = RoundRobinProxy([r.port for r in running], proxy_port).start()
-    installed = Draquota(cluster, workdir, certs, config, kubeconfig, proxy, running, manifests)
+    installed = Draquota(
+        cluster, workdir, certs, config, kubeconfig, proxy, api_proxy, running, manifests
+    )
     try:
         installed.wait_ready()
     except BaseException:
@@ -489,7 +568,3 @@ def running_cluster(base: Path, replicas: int = 3) -> Iterator[Draquota]:
             installed.stop()
     finally:
         cluster.down()
-
-
-def dump(obj: Any) -> str:
-    return json.dumps(obj, indent=1, sort_keys=True)

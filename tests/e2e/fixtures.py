@@ -10,7 +10,6 @@ directory (tests/e2e, tests/security, ...) shares one control plane per session.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -65,7 +64,3 @@ def kube(cluster: ControlPlane) -> Iterator[k8s.ApiClient]:
     api = k8s_config.new_client_from_config(config_file=str(cluster.kubeconfig))
     yield api
     api.close()
-
-
-def admin_kubeconfig(cluster: ControlPlane) -> Path:
-    return cluster.kubeconfig

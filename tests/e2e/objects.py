@@ -17,7 +17,16 @@ import yaml
 
 from tests.e2e.cluster import REPO, ControlPlane, Draquota, eventually
 
-__all__ = ["GPU_CLASS", "POOL_LABEL", "Scenario", "gpu_pod", "scenario"]
+__all__ = [
+    "GPU_CLASS",
+    "IMAGE",
+    "POOL_LABEL",
+    "Flavor",
+    "Scenario",
+    "gpu_pod",
+    "pod_template",
+    "scenario",
+]
 
 GPU_CLASS = "gpu.example.com"
 POOL_LABEL = "e2e.draquota.io/pool"

@@ -122,3 +122,20 @@ def test_example_workload_gets_what_draquota_check_predicts(
             for r in ledger["spec"].get("reservations") or []
         }
         assert records[pod["metadata"]["uid"]] == expected["charge"]
+
+
+def test_example_job_gets_its_pods_created_with_generated_names_and_each_charged(
+    example_cluster: ControlPlane,
+) -> None:
+    # 05-admit-job.yaml: parallelism 2, so the job controller creates 2 pods sweep-xxxxx
+    def pods() -> list[dict[str, Any]]:
+        out = example_cluster.kubectl(
+            "get", "pods", "-n", "team-a", "-l", "job-name=sweep", "-o", "json"
+        )
+        found = json.loads(out.stdout)["items"]
+        return found if len(found) == 2 else []
+
+    for pod in eventually(pods, timeout=60):
+        assert pod["metadata"]["name"].startswith("sweep-")
+        charge = json.loads(pod["metadata"]["annotations"][CHARGE])
+        assert (charge["clusterQueue"], charge["usage"]["gpus"]) == ("team-a", 1)

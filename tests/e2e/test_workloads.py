@@ -81,8 +81,9 @@ def test_job_that_can_never_fit_is_denied_at_submit(jobs: Scenario) -> None:
     assert applied.stderr.startswith("Error from server (QuotaExceeded)"), applied.stderr
     assert (
         '.draquota.io" denied the request: job e2e-jobs/too-wide exceeds quota of ClusterQueue '
-        '"e2e-jobs" (LocalQueue e2e-jobs/default): insufficient quota for gpus in flavor '
-        "e2e-jobs-main, 5 pods x 1 = 5 > maximum capacity 4 (nominal 4)"
+        '"e2e-jobs" (LocalQueue e2e-jobs/default): insufficient quota for gpus '
+        "(DeviceClass gpu.example.com) in flavor e2e-jobs-main, 5 pods x 1 = 5 > maximum "
+        "capacity 4 (nominal 4)"
     ) in applied.stderr
 
 

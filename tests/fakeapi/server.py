@@ -120,6 +120,7 @@ class FakeApiServer:
         self.latency = 0.0
         self.mode = "ok"
         self.requests = 0
+        self.calls: list[tuple[str, str]] = []  # (method, path) of every request routed
         self.watch_generation = 0
         self.stopping = threading.Event()
         self._port = port
@@ -209,6 +210,7 @@ class FakeApiServer:
         }
 
     def route(self, h: _Handler, method: str, path: str, query: dict[str, str]) -> None:
+        self.calls.append((method, path))
         parts = [p for p in path.split("/") if p]
         if parts == ["api"]:
             return h._send(200, {"kind": "APIVersions", "versions": ["v1"]})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import kubernetes_validate
 import pytest
 from kubernetes_validate.utils import all_versions
@@ -80,3 +82,29 @@ def test_crd_is_a_valid_apiextensions_v1_object(file: str) -> None:
     for version in versions:
         # apiextensions.k8s.io/v1 requires a structural schema for every version.
         assert version["schema"]["openAPIV3Schema"]["type"] == "object"
+
+
+def _schemas(schema: dict, path: str = "") -> list[tuple[str, dict]]:
+    found = [(path, schema)]
+    for name, child in (schema.get("properties") or {}).items():
+        found += _schemas(child, f"{path}.{name}")
+    if isinstance(schema.get("items"), dict):
+        found += _schemas(schema["items"], f"{path}[]")
+    return found
+
+
+@pytest.mark.parametrize("file", CRD_FILES)
+def test_cel_quantity_rules_read_only_bounded_strings(file: str) -> None:
+    # The API server estimates a rule's cost from the longest string it may read: on an
+    # unbounded int-or-string, quantity(string(self.x)) is rejected as over budget by more
+    # than 100x (seen on v1.36), which no offline schema check reports.
+    unbounded = []
+    for doc in load_docs([file]):
+        for version in doc.obj["spec"]["versions"]:
+            for path, schema in _schemas(version["schema"]["openAPIV3Schema"]):
+                for rule in schema.get("x-kubernetes-validations") or ():
+                    for field in re.findall(r"quantity\(string\(self\.(\w+)\)\)", rule["rule"]):
+                        target = schema["properties"][field]
+                        if "maxLength" not in target:
+                            unbounded.append(f"{path}.{field}")
+    assert unbounded == []

@@ -43,7 +43,6 @@ def test_modes_and_ttl() -> None:
             "unmappedDeviceClass": "Ignore",
             "placement": "Warn",
             "reservationTTLSeconds": 5,
-            "logLevel": "x",
         }
     )
     assert (settings.unmapped_device_class, settings.placement) == ("Ignore", "Warn")
@@ -101,6 +100,33 @@ def test_bad_config_names_the_field(data: dict[str, Any], path: str) -> None:
 def test_not_a_mapping() -> None:
     with pytest.raises(InvalidObject):
         Settings.from_mapping(["placement"])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("data", "path", "hint"),
+    [
+        pytest.param({"unmappedDeviceClas": "Ignore"}, "unmappedDeviceClas", "unmappedDeviceClass"),
+        pytest.param(
+            {"deviceClassMappings": [{"name": "gpus", "deviceClassName": ["g"]}]},
+            "deviceClassMappings[0].deviceClassName",
+            "deviceClassNames",
+        ),
+        pytest.param(
+            {"resources": {"excludeResourcePrefixes": []}},
+            "resources.excludeResourcePrefixes",
+            None,
+        ),
+    ],
+)
+def test_unknown_config_fields_are_errors_naming_the_path(
+    data: dict, path: str, hint: str | None
+) -> None:
+    with pytest.raises(InvalidObject) as info:
+        Settings.from_mapping(data)
+    assert info.value.path == path
+    assert info.value.reason.startswith("unknown field")
+    if hint:
+        assert f'did you mean "{hint}"' in info.value.reason
 
 
 def test_admission_deadline_and_workers() -> None:

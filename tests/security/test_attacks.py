@@ -334,3 +334,15 @@ def test_node_selector_of_the_flavor_must_be_on_the_pod(cluster: Cluster) -> Non
     stamped["metadata"]["uid"] = "uid-p"
     answer = cluster.call("validate", review(stamped))
     assert not answer["allowed"] and "spec.nodeSelector" in answer["status"]["message"]
+
+
+def test_a_forged_claim_status_in_a_create_is_not_what_the_pod_is_charged(
+    cluster: Cluster,
+) -> None:
+    """The body of a create names a small claim as the one `generated` for its big entry."""
+    cluster.state.upsert({**claim("tiny", 1), "kind": "ResourceClaim"})
+    obj = pod("sly", templates=("big",))
+    obj["status"] = {"resourceClaimStatuses": [{"name": "c0", "resourceClaimName": "tiny"}]}
+    assert cluster.create(obj)["allowed"]
+    assert cluster.usage(QUEUE, FLAVOR, GPU) == 4
+    assert not cluster.create(pod("more", templates=("one-gpu",)))["allowed"]

@@ -285,3 +285,16 @@ def test_records_survive_a_recharge_of_every_pod() -> None:
     state.upsert({**template, "metadata": {**template["metadata"], "labels": {"x": "y"}}})
     assert set(ledger.records()) == {"uid-a"}
     assert ledger.usage().of(QUEUE) == {GPU: 2}
+
+
+def test_pods_without_an_admission_record_are_charged_and_counted() -> None:
+    state = cluster_state(gpus=4)
+    state.upsert(_created(pod("before-install"), "uid-old"))  # never admitted by draquota
+    ledger = MemoryLedger(state, Settings())
+    assert ledger.usage().of(QUEUE) == {GPU: 1}
+    assert ledger.unrecorded_pods() == 1
+    obj = pod("admitted")
+    assert _admit(ledger, state, obj, "uid-new").allowed
+    state.upsert(_created(obj, "uid-new"))
+    assert ledger.usage().of(QUEUE) == {GPU: 2}
+    assert ledger.unrecorded_pods() == 1

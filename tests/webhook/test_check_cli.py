@@ -46,7 +46,8 @@ def test_example_workloads_decided_in_order(capsys: pytest.CaptureFixture[str]) 
     ]
     # 3 GPUs of the running pods (shared claim once, forged annotation recomputed) + 1 + 2
     assert by_name["train-2"]["message"].endswith(
-        "insufficient unused quota for gpus in flavor on-demand, 5 more needed "
+        "insufficient unused quota for gpus (DeviceClass gpu.example.com) in flavor on-demand, "
+        "5 more needed "
         "(requested 6, in use 6 of nominal 4, cohort research can lend 1)"
     )
     assert by_name["infer-0"]["charge"]["flavors"]["gpus"] == "spot"
@@ -156,6 +157,6 @@ def test_quota_only_state_decides_by_quota_with_lending_limits(
     assert [bool(i["warnings"]) for i in items[:7]] == [False] * 5 + [True] * 2
     assert items[7]["message"] == (
         'pod ns-b/b7 exceeds quota of ClusterQueue "b" (LocalQueue ns-b/default): '
-        "insufficient unused quota for gpus in flavor default, 1 more needed "
+        "insufficient unused quota for gpus (DeviceClass gpu) in flavor default, 1 more needed "
         "(requested 1, in use 7 of nominal 5, cohort c can lend 0)"
     )

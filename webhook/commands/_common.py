@@ -1,12 +1,14 @@
-"""Helpers shared by the file-driven subcommands (count, check, allocate)."""
+"""Helpers shared by the subcommands: kubectl-style inputs (`-f`-like FILE..., `-`, `-R`),
+output (`-o json|yaml|wide|name`), a progress line for slow inputs, and the config file."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import orjson
 import yaml
@@ -14,20 +16,52 @@ import yaml
 from quota.cluster import ClusterState
 from quota.errors import InvalidObject
 from quota.settings import Settings
-from webhook.state import load_documents, load_state
+from webhook.state import decode_text, load_inputs, load_state, parse_yaml
 
 __all__ = [
+    "OUTPUTS",
+    "Progress",
     "add_input_arguments",
+    "add_output_argument",
+    "emit",
     "inputs_and_state",
     "load_settings",
+    "output_format",
     "print_json",
     "print_table",
+    "read_inputs",
 ]
+
+OUTPUTS = ("json", "yaml", "wide", "name")
+
+
+def add_output_argument(parser: argparse.ArgumentParser, choices: Sequence[str] = OUTPUTS) -> None:
+    """-o/--output FORMAT, and --json (the same as -o json)."""
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=choices,
+        metavar="FORMAT",
+        help=f"output format: {'|'.join(choices)} (default: a table)",
+    )
+    parser.add_argument("--json", action="store_true", help="the same as -o json")
 
 
 def add_input_arguments(parser: argparse.ArgumentParser, state_required: bool = False) -> None:
-    """FILE... [--state DIR] [--json]."""
-    parser.add_argument("files", nargs="+", type=Path, metavar="FILE", help="YAML/JSON manifests")
+    """FILE... [-R] [--state DIR] [-o FORMAT] [--json]."""
+    parser.add_argument(
+        "files",
+        nargs="+",
+        type=Path,
+        metavar="FILE",
+        help="YAML/JSON manifests, a directory of them, or - for standard input",
+    )
+    parser.add_argument(
+        "-R",
+        "--recursive",
+        action="store_true",
+        help="read directories given as FILE recursively",
+    )
     parser.add_argument(
         "--state",
         type=Path,
@@ -35,17 +69,70 @@ def add_input_arguments(parser: argparse.ArgumentParser, state_required: bool = 
         metavar="DIR",
         help="directory of manifests standing in for the cluster",
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    add_output_argument(parser)
+
+
+def output_format(args: argparse.Namespace) -> str | None:
+    """The -o format (None for the default table); --json means -o json."""
+    return "json" if getattr(args, "json", False) else getattr(args, "output", None)
+
+
+class Progress:
+    """A one-line progress report on stderr, shown only on a terminal and only once the
+    work has taken longer than `after` seconds; the line is cleared when done."""
+
+    def __init__(
+        self,
+        command: str,
+        stream: TextIO | None = None,
+        after: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.command = command
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = self.stream.isatty()
+        self.after = after
+        self.clock = clock
+        self.start = clock()
+        self.shown = False
+        self.files = 0
+        self.objects = 0
+
+    def reading(self, path: Path, documents: int) -> None:
+        self.update(f"reading {path}: {documents} documents")
+
+    def file_read(self, path: Path, objects: int) -> None:
+        self.files += 1
+        self.objects += objects
+        self.update(f"read {self.files} files, {self.objects} objects (last: {path})")
+
+    def update(self, text: str) -> None:
+        if not self.enabled or self.clock() - self.start < self.after:
+            return
+        self.stream.write(f"\r\033[Kdraquota {self.command}: {text}")
+        self.stream.flush()
+        self.shown = True
+
+    def done(self) -> None:
+        if self.shown:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+            self.shown = False
+
+
+def read_inputs(
+    args: argparse.Namespace, progress: Progress | None = None
+) -> list[tuple[Path, list[Mapping[str, Any]]]]:
+    """(file, objects) for FILE... (files, `-`, directories; -R to recurse)."""
+    return load_inputs(args.files, getattr(args, "recursive", False), progress)
 
 
 def inputs_and_state(
-    files: Sequence[Path], state_dir: Path | None
+    args: argparse.Namespace, progress: Progress | None = None
 ) -> tuple[list[Mapping[str, Any]], ClusterState]:
     """The objects of FILE... in order, and a cluster view of --state plus those objects."""
-    state = load_state(state_dir) if state_dir else ClusterState()
-    inputs: list[Mapping[str, Any]] = []
-    for path in files:
-        inputs.extend(load_documents(path))
+    state = load_state(args.state) if args.state else ClusterState()
+    inputs = [obj for _, objects in read_inputs(args, progress) for obj in objects]
     for obj in inputs:
         state.upsert(obj)
     return inputs, state
@@ -56,23 +143,46 @@ def print_json(document: Any) -> None:
     sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
-def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    """A plain, aligned text table."""
+def print_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """A kubectl-style aligned text table (three spaces between columns)."""
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=False)]
     for row in (header, *rows):
         print(
-            "  ".join(
+            "   ".join(
                 str(cell).ljust(width) for cell, width in zip(row, widths, strict=False)
             ).rstrip()
         )
+
+
+def emit(
+    fmt: str | None,
+    items: list[dict[str, Any]],
+    table: Callable[[bool], tuple[Sequence[str], Iterable[Sequence[Any]]]],
+    name: Callable[[dict[str, Any]], str],
+) -> None:
+    """Print `items` as -o json|yaml (`{"items": [...]}`), -o name, or the (wide) table."""
+    if fmt == "json":
+        print_json({"items": items})
+    elif fmt == "yaml":
+        sys.stdout.write(yaml.safe_dump({"items": items}, sort_keys=False))
+    elif fmt == "name":
+        for item in items:
+            print(name(item))
+    else:
+        header, rows = table(fmt == "wide")
+        print_table(header, list(rows))
 
 
 def load_settings(path: Path | None) -> Settings:
     """Settings from the webhook's YAML config file, or the defaults without one."""
     if path is None:
         return Settings()
+    source = str(path)
+    documents = parse_yaml(decode_text(path.read_bytes(), source), source)
+    if len(documents) > 1:
+        raise InvalidObject(source, "", "must hold one YAML document")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise InvalidObject(str(path), "", f"invalid YAML: {exc}") from exc
-    return Settings.from_mapping(data)
+        return Settings.from_mapping(documents[0] if documents else None)
+    except InvalidObject as exc:
+        # The config file is one object: name the file, keep the field path.
+        raise InvalidObject(source, exc.path, exc.reason) from None

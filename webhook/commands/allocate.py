@@ -1,25 +1,37 @@
-"""`draquota allocate FILE... --state DIR [--node NAME] [--json]` (SPEC §7).
+"""Place claims on nodes with the DRA allocator, as the scheduler would.
 
-All claims given — ResourceClaim objects, and the claims of pods and pod-template
-workloads — are placed together, as the claims of one pod would be: on one node
-(with `--node`, on that node), honouring devices already allocated to claims in
-the state directory. A claim that is already allocated keeps its allocation.
+The claims of one pod (or pod-template workload) are placed together, as the
+scheduler would: on one node (with `--node`, on that node), honouring devices
+already allocated to claims in the state directory. The ResourceClaims and
+templates of a file that no pod of that file uses are placed together too; every
+pod and every file is a separate what-if against the same cluster. `--together`
+places every claim given as the claims of one pod. A claim that is already
+allocated keeps its allocation.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from quota.allocator import AllocationError
 from quota.claims import PodClaim, claim_spec_of, expand_pod_claims
 from quota.cluster import ClusterState
 from quota.devices import claim_devices
-from quota.errors import NotFound
+from quota.errors import InvalidObject, NotFound
 from quota.placement import Placement, place_claims
 from quota.workloads import WORKLOAD_KINDS, as_workload
-from webhook.commands._common import add_input_arguments, inputs_and_state, print_json, print_table
+from webhook.commands._common import (
+    Progress,
+    add_input_arguments,
+    emit,
+    output_format,
+    read_inputs,
+)
+from webhook.state import STDIN, load_state
 
 __all__ = ["collect_claims", "configure", "run"]
 
@@ -27,6 +39,12 @@ __all__ = ["collect_claims", "configure", "run"]
 def configure(parser: argparse.ArgumentParser) -> None:
     add_input_arguments(parser, state_required=True)
     parser.add_argument("--node", metavar="NAME", help="place the claims on this node only")
+    parser.add_argument(
+        "--together",
+        action="store_true",
+        help="place all claims given as the claims of one pod (default: each pod, and each "
+        "file's other claims, separately)",
+    )
 
 
 def _standalone(obj: Mapping[str, Any]) -> tuple[str, PodClaim]:
@@ -73,12 +91,39 @@ def collect_claims(
     return from_workloads + standalone
 
 
-def _items(claims: list[tuple[str, PodClaim]], placement: Placement) -> list[dict[str, Any]]:
+def _groups(
+    files: list[tuple[Path, list[Mapping[str, Any]]]], state: ClusterState, together: bool
+) -> list[tuple[str, list[tuple[str, PodClaim]]]]:
+    """(group label, claims) to place, each group as the claims of one pod would be."""
+    if together:
+        inputs = [obj for _, objects in files for obj in objects]
+        return [("all", collect_claims(inputs, state))]
+    groups = []
+    for path, objects in files:
+        source = "-" if path == STDIN else str(path)
+        workloads = [obj for obj in objects if obj.get("kind") in WORKLOAD_KINDS]
+        for obj in workloads:
+            metadata = obj.get("metadata") or {}
+            label = f"{str(obj['kind']).lower()}/{metadata.get('name') or '<unnamed>'}"
+            groups.append((label, collect_claims([obj], state)))
+        others = [obj for obj in objects if obj.get("kind") not in WORKLOAD_KINDS]
+        rest = collect_claims(others, state)
+        referenced = {claim.key for _, claims in groups for _, claim in claims if claim.shared}
+        rest = [(name, claim) for name, claim in rest if claim.key not in referenced]
+        if rest:
+            groups.append((source, rest))
+    return [(label, claims) for label, claims in groups if claims]
+
+
+def _items(
+    group: str, claims: list[tuple[str, PodClaim]], placement: Placement
+) -> list[dict[str, Any]]:
     items = []
     for i, (name, claim) in enumerate(claims):
         allocation = placement.allocations[i] if placement.ok and placement.allocations else None
         items.append(
             {
+                "group": group,
                 "namespace": claim.namespace,
                 "name": name,
                 "ok": placement.ok,
@@ -100,26 +145,51 @@ def _devices(allocation: Mapping[str, Any] | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    inputs, state = inputs_and_state(args.files, args.state)
-    claims = collect_claims(inputs, state)
+    state = load_state(args.state)
+    progress = Progress("allocate")
+    files = read_inputs(args, progress)
+    progress.done()
+    for _, objects in files:
+        for obj in objects:
+            state.upsert(obj)
     if args.node and state.list("Node") and state.get("Node", None, args.node) is None:
         raise NotFound("Node", None, args.node, referrer="--node")
-    placement = place_claims([c for _, c in claims], state, node=args.node)
-    if placement.invalid:
-        raise AllocationError(placement.reason)
-    items = _items(claims, placement)
-    if args.json:
-        print_json({"items": items})
-        return 0
-    rows = [
-        (
-            item["namespace"],
-            item["name"],
-            "yes" if item["ok"] else "no",
-            item["node"] or "-",
-            _devices(item["allocation"]) if item["ok"] else item["reason"],
+    if not state.list("ResourceSlice"):
+        raise InvalidObject(
+            str(args.state), "", "no ResourceSlices: there are no devices to place claims on"
         )
-        for item in items
-    ]
-    print_table(("NAMESPACE", "NAME", "OK", "NODE", "DEVICES / REASON"), rows)
+    groups = _groups(files, state, args.together)
+    items: list[dict[str, Any]] = []
+    for group, claims in groups:
+        placement = place_claims([c for _, c in claims], state, node=args.node)
+        if placement.invalid:
+            raise AllocationError(placement.reason)
+        items.extend(_items(group, claims, placement))
+    fmt = output_format(args)
+    if fmt is None or fmt == "wide":
+        how = (
+            "all claims placed together as one pod (--together)"
+            if args.together
+            else "the claims of each pod placed together, each pod and each file's other "
+            "claims separately (--together: all as one pod)"
+        )
+        print(f"draquota allocate: {len(groups)} group(s): {how}", file=sys.stderr)
+
+    def table(wide: bool) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
+        rows = []
+        for item in items:
+            detail = _devices(item["allocation"]) if item["ok"] else item["reason"]
+            rows.append(
+                (
+                    item["group"],
+                    item["namespace"],
+                    item["name"],
+                    "yes" if item["ok"] else "no",
+                    item["node"] or "-",
+                    detail if wide or len(detail) <= 100 else detail[:97] + "...",
+                )
+            )
+        return ("GROUP", "NAMESPACE", "NAME", "OK", "NODE", "DEVICES / REASON"), rows
+
+    emit(fmt, items, table, lambda i: f"resourceclaim/{i['name']}")
     return 0

@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
+from cryptography import x509
+from cryptography.x509.oid import NameOID
 
 from certs.files import DirectoryStore, read_files, write_material
 from certs.inject import CRD, MUTATING, VALIDATING, KubeAdmissionClient, inject, inject_manifests
@@ -30,6 +32,15 @@ __all__ = ["configure", "run"]
 
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2
+_NAMES = {
+    NameOID.COMMON_NAME: "CN",
+    NameOID.SERIAL_NUMBER: "serialNumber",
+    NameOID.ORGANIZATION_NAME: "O",
+    NameOID.ORGANIZATIONAL_UNIT_NAME: "OU",
+    NameOID.COUNTRY_NAME: "C",
+    NameOID.LOCALITY_NAME: "L",
+    NameOID.STATE_OR_PROVINCE_NAME: "ST",
+}
 
 
 def _add_cluster_target(parser: argparse.ArgumentParser) -> None:
@@ -96,10 +107,17 @@ def _targets(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def _publish(args: argparse.Namespace, bundle_pem: bytes) -> int:
-    from certs.kube import api_client
+    from certs.kube import ClusterAccessError, api_client, describe_api_error
 
-    client = KubeAdmissionClient(api_client(args.kubeconfig, args.in_cluster))
-    result = inject(client, bundle_pem, _targets(args))
+    api = api_client(args.kubeconfig, args.in_cluster)
+    client = KubeAdmissionClient(api)
+    try:
+        result = inject(client, bundle_pem, _targets(args))
+    except Exception as exc:
+        problem = describe_api_error(exc, api.configuration.host)
+        if problem is None:
+            raise
+        raise ClusterAccessError(problem) from None
     for ref in result.changed:
         print(f"caBundle updated: {ref}")
     for ref in result.unchanged:
@@ -114,10 +132,19 @@ def _describe(material: TlsMaterial) -> None:
     dns, ips = subject_alt_names(serving)
     print(f"serving certificate: expires {serving.not_valid_after_utc.isoformat()}")
     print(f"  names: {', '.join(sorted(dns) + sorted(str(ip) for ip in ips))}")
-    print(f"  issuer: {serving.issuer.rfc4514_string()}")
+    print(f"  issuer: {readable_name(serving.issuer)}")
     for ca in material.bundle:
         expires = ca.not_valid_after_utc.isoformat()
-        print(f"trusted CA: {ca.subject.rfc4514_string()} expires {expires}")
+        print(f"trusted CA: {readable_name(ca.subject)} expires {expires}")
+
+
+def readable_name(name: x509.Name) -> str:
+    """A distinguished name as people write it: `CN=draquota-ca, serialNumber=...`."""
+    parts = []
+    for attribute in name:
+        label = _NAMES.get(attribute.oid, attribute.oid.dotted_string)
+        parts.append(f"{label}={attribute.value}")
+    return ", ".join(parts)
 
 
 def _generate(args: argparse.Namespace) -> int:
@@ -154,7 +181,12 @@ def _rotate(args: argparse.Namespace) -> int:
         # The clients must trust the new CA before any server presents a certificate from it.
         status = _publish(args, new.bundle_pem())
     write_material(args.dir, new)
-    print(f"rotated: {reason}")
+    if args.ca:
+        print(f"rotated the CA and renewed the serving certificate in {args.dir}")
+    else:
+        print(f"renewed the serving certificate in {args.dir}")
+    if not reason.endswith("requested"):
+        print(f"  also due: {reason}")
     _describe(new)
     return status
 
@@ -192,8 +224,10 @@ ACTIONS = {
 
 
 def run(args: argparse.Namespace) -> int:
+    from certs.kube import ClusterAccessError
+
     try:
         return ACTIONS[args.action](args)
-    except ValueError as exc:
+    except (ValueError, ClusterAccessError) as exc:
         print(f"draquota certs {args.action}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -1,14 +1,20 @@
-"""`draquota check FILE... [--state DIR] [--config FILE] [--json]`: what-if admission decisions.
+"""What-if admission decisions for pods and workloads, without a webhook.
 
-Inputs are decided in order; every admitted pod counts against the next, on top
-of the live pods found in --state. Claims, templates, queues and other objects
-among the inputs join the cluster view before anything is decided. A malformed
-pod or workload is a denial item, not a crash; a file that cannot be read exits 2.
+Inputs are decided in order; every admitted pod
+counts against the next, on top of the live pods (and, with --kubeconfig, the
+reservations in flight) of the cluster. Claims, templates, queues and other
+objects among the inputs join the cluster view before anything is decided.
+With --kubeconfig the cluster is listed once and nothing is written to it.
+
+A malformed pod or workload is a denial item, not a crash. A file that cannot be
+read, or a ClusterQueue, LocalQueue or ResourceFlavor among the inputs that is
+invalid, exits 2 (so a quota setup can be checked without any pod).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -16,25 +22,37 @@ from typing import Any
 
 from quota.cluster import ClusterState
 from quota.decision import Decision, Placer, decide
+from quota.errors import InvalidObject
 from quota.livepods import usage_from_pods
 from quota.messages import format_amounts
 from quota.placement import make_placer
+from quota.queues import LocalQueue, QueueTable, parse_resource_flavor, queue_table
 from quota.settings import Settings
 from quota.usage import Usage
 from quota.workloads import WORKLOAD_KINDS
+from webhook.cli import EXIT_BAD_INPUT
+from webhook.commands._cluster import live_snapshot
 from webhook.commands._common import (
+    Progress,
     add_input_arguments,
+    emit,
     load_settings,
-    print_json,
-    print_table,
+    output_format,
+    read_inputs,
 )
-from webhook.state import load_documents, load_state
+from webhook.state import load_state
 
 __all__ = ["check_objects", "configure", "run"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_input_arguments(parser)
+    parser.add_argument(
+        "--kubeconfig",
+        type=Path,
+        metavar="FILE",
+        help="decide against a live cluster (read only: listed once, nothing written)",
+    )
     parser.add_argument(
         "--config", type=Path, metavar="FILE", help="webhook config file (deviceClassMappings, ...)"
     )
@@ -64,6 +82,7 @@ def _item(obj: Mapping[str, Any], decision: Decision) -> dict[str, Any]:
         "warnings": list(decision.warnings),
         "charge": decision.charge.to_dict() if decision.charge else None,
         "nodeSelector": dict(decision.node_selector),
+        "localQueue": decision.queue_name,
     }
 
 
@@ -72,17 +91,19 @@ def check_objects(
     state: ClusterState,
     settings: Settings,
     placer: Placer | None = None,
+    usage: Usage | None = None,
 ) -> list[dict[str, Any]]:
     """Decide the pods and workloads of `inputs` in order; admitted pods count against later ones.
 
     Other inputs (claims, templates, queues, ...) are added to `state` first. Input
     pods are not live pods of the state: each counts only once it is admitted.
+    `usage` is what the cluster already uses (default: its live pods).
     """
     decided = [obj for obj in inputs if obj.get("kind") in WORKLOAD_KINDS]
     for obj in inputs:
         if obj.get("kind") not in WORKLOAD_KINDS:
             state.upsert(obj)
-    usage: Usage = usage_from_pods(state, settings, time.time())
+    usage = usage_from_pods(state, settings, time.time()) if usage is None else usage.copy()
     items = []
     for obj in decided:
         decision = decide(obj, state, usage, settings, placer)
@@ -93,26 +114,40 @@ def check_objects(
     return items
 
 
-def _print_human(items: list[dict[str, Any]]) -> None:
+def _queue_of(item: dict[str, Any], table: QueueTable) -> str:
+    charge = item["charge"] or {}
+    if charge.get("clusterQueue"):
+        return str(charge["clusterQueue"])
+    local = table.local_queues.get(f"{item['namespace']}/{item.get('localQueue') or ''}")
+    return local.cluster_queue if isinstance(local, LocalQueue) else "-"
+
+
+def _table(
+    items: list[dict[str, Any]], wide: bool
+) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
     rows = []
     for item in items:
         charge = item["charge"] or {}
         flavors = sorted(set((charge.get("flavors") or {}).values()))
-        rows.append(
-            (
-                item["kind"],
-                item["namespace"],
-                item["name"],
-                "admitted" if item["allowed"] else "DENIED",
-                item["reason"],
-                charge.get("clusterQueue", "-"),
-                ",".join(flavors) or "-",
-                format_amounts(charge.get("usage") or {}) if charge else "-",
-            )
+        row: tuple[Any, ...] = (
+            item["kind"],
+            item["namespace"],
+            item["name"],
+            "admitted" if item["allowed"] else "DENIED",
+            item["reason"],
+            item["clusterQueue"] or "-",
+            ",".join(flavors) or "-",
+            format_amounts(charge.get("usage") or {}) if charge else "-",
         )
-    print_table(
-        ("KIND", "NAMESPACE", "NAME", "DECISION", "REASON", "QUEUE", "FLAVOR", "CHARGE"), rows
-    )
+        if wide:
+            selector = ",".join(f"{k}={v}" for k, v in item["nodeSelector"].items())
+            row += (selector or "-", item["message"])
+        rows.append(row)
+    header = ("KIND", "NAMESPACE", "NAME", "DECISION", "REASON", "QUEUE", "FLAVOR", "CHARGE")
+    return ((*header, "NODE SELECTOR", "MESSAGE") if wide else header), rows
+
+
+def _print_notes(items: list[dict[str, Any]]) -> None:
     admitted = sum(1 for item in items if item["allowed"])
     print(f"\n{admitted} allowed, {len(items) - admitted} denied")
     notes = [item for item in items if not item["allowed"] or item["warnings"]]
@@ -125,15 +160,69 @@ def _print_human(items: list[dict[str, Any]]) -> None:
             print(f"{item['namespace']}/{item['name']}: warning: {warning}")
 
 
+def _input_queue_problems(
+    inputs: Sequence[Mapping[str, Any]], state: ClusterState, settings: Settings
+) -> list[str]:
+    """Why the queue objects given as inputs cannot be used (empty when all are valid)."""
+    table = queue_table(state, settings)
+    problems = []
+    for obj in inputs:
+        kind = obj.get("kind")
+        metadata = obj.get("metadata") or {}
+        name = str(metadata.get("name") or "")
+        if kind == "ClusterQueue" and name in table.invalid:
+            reason = table.invalid[name]
+            prefix = f"ClusterQueue {name}: "
+            problems.append(reason if reason.startswith(prefix) else prefix + reason)
+        elif kind == "LocalQueue":
+            key = f"{metadata.get('namespace') or 'default'}/{name}"
+            local = table.local_queues.get(key)
+            if isinstance(local, str):
+                problems.append(local)
+        elif kind == "ResourceFlavor":
+            try:
+                parse_resource_flavor(obj)
+            except InvalidObject as exc:
+                problems.append(str(exc))
+    return problems
+
+
 def run(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
-    state = load_state(args.state) if args.state else ClusterState()
-    inputs: list[Mapping[str, Any]] = []
-    for path in args.files:
-        inputs.extend(load_documents(path))
-    items = check_objects(inputs, state, settings, make_placer(state))
-    if args.json:
-        print_json({"items": items})
+    if args.state is not None and args.kubeconfig is not None:
+        raise InvalidObject("--kubeconfig", "", "cannot be used with --state")
+    usage: Usage | None = None
+    if args.kubeconfig is not None:
+        state, usage_of = live_snapshot(args.kubeconfig, settings)
+        usage = usage_of()
     else:
-        _print_human(items)
-    return 0
+        state = load_state(args.state) if args.state else ClusterState()
+    progress = Progress("check")
+    inputs = [obj for _, objects in read_inputs(args, progress) for obj in objects]
+    progress.done()
+    items = check_objects(inputs, state, settings, make_placer(state), usage)
+    if items and not state.list("ResourceSlice") and settings.placement != "Off":
+        print(
+            "draquota check: placement not checked: the cluster has no ResourceSlices",
+            file=sys.stderr,
+        )
+    table = queue_table(state, settings)
+    for item in items:
+        item["clusterQueue"] = None if item["reason"] == "NotManaged" else _queue_of(item, table)
+        if item["clusterQueue"] == "-":
+            item["clusterQueue"] = None
+        item.pop("localQueue", None)
+    problems = _input_queue_problems(inputs, state, settings)
+    fmt = output_format(args)
+    if items or fmt in ("json", "yaml"):
+        emit(
+            fmt,
+            items,
+            lambda wide: _table(items, wide),
+            lambda i: f"{i['kind'].lower()}/{i['name']}",
+        )
+        if fmt in (None, "wide"):
+            _print_notes(items)
+    for problem in problems:
+        print(f"draquota check: {problem}", file=sys.stderr)
+    return EXIT_BAD_INPUT if problems else 0

@@ -1,4 +1,4 @@
-"""`draquota count FILE... [--state DIR] [--json]`: devices per DeviceClass."""
+"""Devices per DeviceClass of claims, templates, pods and workloads (one pod of each)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,13 @@ from quota.cluster import ClusterState
 from quota.demand import pod_demand
 from quota.devices import claim_devices
 from quota.workloads import WORKLOAD_KINDS, as_workload
-from webhook.commands._common import add_input_arguments, inputs_and_state, print_json, print_table
+from webhook.commands._common import (
+    Progress,
+    add_input_arguments,
+    emit,
+    inputs_and_state,
+    output_format,
+)
 
 __all__ = ["configure", "count_object", "run"]
 
@@ -30,32 +36,39 @@ def count_object(obj: Mapping[str, Any], state: ClusterState) -> dict[str, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    inputs, state = inputs_and_state(args.files, args.state)
+    progress = Progress("count")
+    inputs, state = inputs_and_state(args, progress)
+    counted = [
+        obj for obj in inputs if obj.get("kind") in CLAIM_KINDS or obj.get("kind") in WORKLOAD_KINDS
+    ]
     items = []
-    for obj in inputs:
-        kind = obj.get("kind")
-        if kind not in CLAIM_KINDS and kind not in WORKLOAD_KINDS:
-            continue
+    for i, obj in enumerate(counted):
+        if i % 1000 == 0:
+            progress.update(f"counted {i} of {len(counted)} objects")
         metadata = obj.get("metadata") or {}
         items.append(
             {
-                "kind": kind,
+                "kind": obj["kind"],
                 "namespace": metadata.get("namespace") or "default",
                 "name": metadata.get("name") or metadata.get("generateName"),
                 "devices": count_object(obj, state),
             }
         )
-    if args.json:
-        print_json({"items": items})
-    else:
-        rows = [
-            (
+    progress.done()
+
+    def table(wide: bool) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
+        rows = []
+        for item in items:
+            devices = item["devices"]
+            row = (
                 item["kind"],
                 item["namespace"],
                 item["name"],
-                ", ".join(f"{c}={n}" for c, n in item["devices"].items()) or "-",
+                ", ".join(f"{c}={n}" for c, n in devices.items()) or "-",
             )
-            for item in items
-        ]
-        print_table(("KIND", "NAMESPACE", "NAME", "DEVICES"), rows)
+            rows.append((*row, sum(devices.values())) if wide else row)
+        header = ("KIND", "NAMESPACE", "NAME", "DEVICES")
+        return ((*header, "TOTAL") if wide else header), rows
+
+    emit(output_format(args), items, table, lambda i: f"{i['kind'].lower()}/{i['name']}")
     return 0

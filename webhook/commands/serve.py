@@ -1,11 +1,20 @@
-"""`draquota serve [--state DIR | --kubeconfig FILE | --in-cluster] [--config FILE]
-[--cert-dir DIR] [--host H] [--port P]`: the admission webhook over HTTPS (TLS only)."""
+"""Run the admission webhook over HTTPS (TLS only).
+
+  draquota serve --state DIR [--cert-dir DIR]                embedded: a directory of manifests
+  draquota serve --kubeconfig FILE --cert-dir DIR            a live cluster, from outside
+  draquota serve --in-cluster --cert-dir DIR                 in a pod (rotates its certificate)
+
+Serves POST /mutate and /validate (AdmissionReview v1), GET /healthz, /readyz, /metrics.
+"""
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import gc
 import logging
+import shutil
+import signal
 import ssl
 import sys
 import tempfile
@@ -43,8 +52,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="answer admission requests only from TLS clients whose certificate this CA signed "
         "(the API server's webhook client certificate, docs/operations.md)",
     )
-    parser.add_argument("--host", default="0.0.0.0", metavar="H")
-    parser.add_argument("--port", type=int, default=8443, metavar="P")
+    parser.add_argument(
+        "--host", default="0.0.0.0", metavar="H", help="address to listen on (default 0.0.0.0)"
+    )
+    parser.add_argument(
+        "--port", type=int, default=8443, metavar="P", help="port to listen on (default 8443)"
+    )
     parser.add_argument(
         "--watch-interval",
         type=float,
@@ -52,7 +65,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="how often --state DIR and the certificate files are checked for changes",
     )
-    parser.add_argument("--log-level", default="INFO", metavar="LEVEL")
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        type=str.upper,
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        metavar="LEVEL",
+        help="DEBUG, INFO, WARNING or ERROR (default INFO); logs are JSON lines on stderr",
+    )
 
 
 def _placer(backend: Backend) -> Any:
@@ -63,12 +83,14 @@ def _placer(backend: Backend) -> Any:
 
 
 def _local_cert_dir() -> Path:
-    """A throwaway CA and serving certificate for 127.0.0.1/localhost (embedded mode only)."""
+    """A throwaway CA and serving certificate for 127.0.0.1/localhost (embedded mode only),
+    removed when the process exits."""
     from certs.files import write_material
     from certs.rotation import issue
     from certs.serving import ServingSpec
 
     directory = Path(tempfile.mkdtemp(prefix="draquota-certs-"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
     spec = ServingSpec(dns_names=("localhost",), ips=("127.0.0.1", "::1"), days=7, ca_days=7)
     write_material(directory, issue(spec, datetime.now(UTC)))
     log.info("generated a local certificate", extra={"ca_file": str(directory / "ca.crt")})
@@ -123,8 +145,20 @@ def run(args: argparse.Namespace) -> int:
     from webhook.logs import configure_logging
     from webhook.serve import server_context, webhook_server
 
-    configure_logging(args.log_level)
     settings = load_settings(args.config)
+    if args.state is not None and not args.state.is_dir():
+        why = "not a directory" if args.state.exists() else "no such file or directory"
+        print(f"draquota serve: --state {args.state}: {why}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    state_backend: Backend | None = None
+    if args.state is not None:  # read and check the manifests before making a certificate
+        state_backend = StateDirBackend(args.state, watch_interval=args.watch_interval)
+    configure_logging(args.log_level)
+    if state_backend is not None and not state_backend.state.list("ResourceSlice"):
+        log.warning(
+            "placement not checked: the state directory has no ResourceSlices",
+            extra={"state": str(args.state), "placement": settings.placement},
+        )
     cert_dir = _cert_dir(args)
     if isinstance(cert_dir, str):
         print(f"draquota serve: {cert_dir}", file=sys.stderr)
@@ -134,8 +168,8 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ssl.SSLError) as exc:
         print(f"draquota serve: --client-ca {args.client_ca}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    if args.state is not None:
-        backend: Backend = StateDirBackend(args.state, watch_interval=args.watch_interval)
+    if state_backend is not None:
+        backend: Backend = state_backend
         ledger: Ledger = MemoryLedger(backend.state, settings)
     else:
         live = _live(args, settings)
@@ -155,5 +189,12 @@ def run(args: argparse.Namespace) -> int:
     gc.collect()
     gc.freeze()  # the loaded cluster view is long-lived: keep it out of every GC pass
     log.info("serving", extra={"host": args.host, "port": args.port, "cert_dir": str(cert_dir)})
+    # uvicorn shuts down on SIGTERM, then re-raises it with the handler it found: make
+    # that an ordinary exit, so that exit handlers (the throwaway certificate) run.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     server.run()
     return 0
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(0)

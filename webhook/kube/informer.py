@@ -23,6 +23,7 @@ from quota.errors import DraquotaError
 from webhook.kube.backoff import Backoff
 from webhook.kube.client import ApiError, KubeClient, TransportError, WatchStream
 from webhook.kube.resources import ResourceType
+from webhook.kube.trim import trimmed_pod
 
 __all__ = ["Informer", "InformerOptions"]
 
@@ -127,7 +128,7 @@ class Informer:
     def _typed(self, obj: dict[str, Any]) -> dict[str, Any]:
         obj.setdefault("kind", self.resource.kind)
         obj.setdefault("apiVersion", self.resource.api_version)
-        return obj
+        return trimmed_pod(obj) if self.resource.kind == "Pod" else obj
 
     def _list(self) -> str:
         items: list[dict[str, Any]] = []

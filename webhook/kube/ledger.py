@@ -44,6 +44,7 @@ from webhook.kube.reservations import (
     Shard,
     ledger_base,
     ledger_object,
+    shard_index,
     shard_name,
     shards_of,
 )
@@ -98,7 +99,8 @@ class ClusterLedger:
         self._pods = PodUsage(self.state, settings, wall)
         self._records_revision = -1
         self._records: dict[str, Reservation] = {}
-        self._shards: dict[str, dict[str, Reservation]] = {}  # shard name -> uid -> entry
+        # shard name -> (uid -> entry, sealed, resourceVersion) as this view loaded it
+        self._shards: dict[str, tuple[dict[str, Reservation], bool, str]] = {}
         self._holders: dict[str, set[str]] = {}  # uid -> names of the shards holding it
         self._first_seen: dict[str, float] = {}  # uid -> when this replica first saw its record
         self._waiting: dict[str, float] = {}  # first_seen of reservations, oldest first
@@ -122,6 +124,10 @@ class ClusterLedger:
             self._sync()
             return dict(self._pods.records())
 
+    def unrecorded_pods(self) -> int:
+        """Managed live pods charged without an admission record (for the metrics)."""
+        return len(self._pods.unrecorded)
+
     def record(self, uid: str) -> Charge | None:
         """The admission record of the pod with this UID."""
         with self._view_lock:
@@ -144,26 +150,24 @@ class ClusterLedger:
     ) -> Decision:
         if not valid_reservation_id(uid):
             raise ValueError(f"invalid admission id {uid!r:.80}")
-        decision = self._evaluate(evaluate, uid, pod, existing)
-        if dry_run or decision.charge is None:
+        decision, shard = self._decide(evaluate, uid, pod, existing)
+        if dry_run or not decision.allowed or decision.charge is None:
             return decision
         base = ledger_base(self.state, decision.charge.cluster_queue)
         delay = self.options.retry_delay
         with self._lock_for(base):
-            index = self._active_index(base)
             for _ in range(self.options.max_attempts):
-                try:
-                    shard = self._read(shard_name(base, index))
-                except (ApiError, TransportError) as exc:
-                    return _fail_closed(decision, base, str(exc))
-                if shard.sealed:
-                    index += 1
+                if shard is None or shard.sealed:  # the view is behind: read, then decide again
+                    try:
+                        self._read_active(base)
+                    except (ApiError, TransportError) as exc:
+                        return _fail_closed(decision, base, str(exc))
+                    decision, shard = self._decide(evaluate, uid, pod, existing)
+                    if not decision.allowed or decision.charge is None:
+                        return decision
+                    if ledger_base(self.state, decision.charge.cluster_queue) != base:
+                        return _fail_closed(decision, base, "the queue's cohort changed")
                     continue
-                decision = self._evaluate(evaluate, uid, pod, existing)
-                if not decision.allowed or decision.charge is None:
-                    return decision
-                if ledger_base(self.state, decision.charge.cluster_queue) != base:
-                    return _fail_closed(decision, base, "the queue's cohort changed")
                 entry = Reservation(
                     uid,
                     decision.charge.cluster_queue,
@@ -172,8 +176,9 @@ class ClusterLedger:
                     self.wall(),
                 )
                 entries = [e for e in shard.entries if e.id != uid]
-                full = sum(e.size() for e in entries) + entry.size() > self.options.shard_bytes
+                full = sum(e.size for e in entries) + entry.size > self.options.shard_bytes
                 try:
+                    # written with the resourceVersion the decision saw: a 409 means it is stale
                     self._write(shard, entries if full else [*entries, entry], sealed=full)
                 except ApiError as exc:
                     if exc.code != 409:
@@ -181,11 +186,12 @@ class ClusterLedger:
                     self.conflicts += 1
                     time.sleep(delay * (1 + random.random()))
                     delay = min(delay * 2, 0.2)
+                    shard = None
                     continue
                 except TransportError as exc:
                     return _fail_closed(decision, base, str(exc))
                 if full:
-                    index += 1
+                    shard = None
                     continue
                 with self._view_lock:
                     self._sync()
@@ -225,17 +231,33 @@ class ClusterLedger:
 
     # -- the view --------------------------------------------------------------------
 
-    def _evaluate(
+    def _decide(
         self, evaluate: Callable[[Usage], Decision], uid: str, pod: str, existing: bool
-    ) -> Decision:
-        """Evaluate on a copy-on-write view without the pod's own holders."""
+    ) -> tuple[Decision, Shard | None]:
+        """Evaluate on a copy-on-write view without the pod's own holders; with the decision,
+        the active shard of its cohort as that view holds it (what a write must build on)."""
         with self._view_lock:
             self._sync()
             view = self._pods.usage.copy()
             view.remove(uid)
             if existing and pod:
                 view.remove(pod)
-            return evaluate(view)
+            decision = evaluate(view)
+            if decision.charge is None:
+                return decision, None
+            return decision, self._active(ledger_base(self.state, decision.charge.cluster_queue))
+
+    def _active(self, base: str) -> Shard:
+        """The shard of `base` new records go to, as this view has it: the highest one loaded,
+        or the one after it when that is sealed (a new shard 0 when none is loaded)."""
+        names = [n for n in self._shards if n.rsplit("-", 1)[0] == base]
+        if not names:
+            return Shard(shard_name(base, 0))
+        name = max(names, key=lambda n: Shard(n).index)
+        entries, sealed, version = self._shards[name]
+        if sealed:
+            return Shard(shard_name(base, Shard(name).index + 1))
+        return Shard(name, tuple(entries.values()), sealed, version)
 
     def _sync(self) -> None:
         """Bring pod usage and records up to date (under the view lock)."""
@@ -263,10 +285,11 @@ class ClusterLedger:
         touched: set[str] = set()
         for name in names:
             obj = self.state.get(QUOTA_LEDGER.kind, None, name)
-            fresh = {e.id: e for e in Shard.of(obj).entries} if obj is not None else {}
-            old = self._shards.pop(name, {})
-            if fresh:
-                self._shards[name] = fresh
+            shard = Shard.of(obj) if obj is not None else None
+            fresh = {e.id: e for e in shard.entries} if shard is not None else {}
+            old = self._shards.pop(name, ({}, False, ""))[0]
+            if shard is not None and shard_index(name) is not None:
+                self._shards[name] = (fresh, shard.sealed, shard.resource_version)
             for uid in old.keys() | fresh.keys():
                 if old.get(uid) != fresh.get(uid):
                     touched.add(uid)
@@ -300,7 +323,7 @@ class ClusterLedger:
         """The entry of the highest shard holding `uid` (a resize writes a newer one)."""
         names = self._holders.get(uid) or set()
         best = max(names, key=lambda n: Shard(n).index, default=None)
-        return self._shards[best][uid] if best is not None else None
+        return self._shards[best][0][uid] if best is not None else None
 
     # -- mechanics -------------------------------------------------------------------
 
@@ -308,9 +331,14 @@ class ClusterLedger:
         with self._locks_guard:
             return self._locks.setdefault(name, threading.Lock())
 
-    def _active_index(self, base: str) -> int:
-        shards = shards_of(self.state.list(QUOTA_LEDGER.kind)).get(base, [])
-        return shards[-1].index if shards else 0
+    def _read_active(self, base: str) -> None:
+        """GET the active shard of `base` into the cache (past any sealed ones)."""
+        index = self._active(base).index
+        for _ in range(self.options.max_attempts):
+            shard = self._read(shard_name(base, index))
+            if not shard.sealed:
+                return
+            index += 1
 
     def _read(self, name: str) -> Shard:
         """The shard as the API server has it now; the cache takes it too."""

@@ -18,6 +18,8 @@ shards only lose entries, which needs no serialisation: usage only drops.
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,13 +36,15 @@ __all__ = [
     "Shard",
     "ledger_base",
     "ledger_object",
+    "shard_index",
     "shard_name",
     "shards_of",
 ]
 
 # A shard is sealed before its entries pass this many bytes of JSON: far below etcd's
-# request limit (1.5 MiB) and the 256 KiB a single object should stay under.
-SHARD_BYTES = 192 * 1024
+# request limit (1.5 MiB) and the 256 KiB a single object should stay under, and small
+# enough that the write each admission makes stays cheap (about 200 records).
+SHARD_BYTES = 48 * 1024
 
 _SHARD = re.compile(r"^(?P<base>(?:cohort|queue)-.+)-(?P<index>[0-9]{1,6})$")
 
@@ -63,9 +67,10 @@ class Reservation:
             out["reservedAt"] = at.isoformat(timespec="seconds").replace("+00:00", "Z")
         return out
 
+    @functools.cached_property
     def size(self) -> int:
-        """About how many bytes the entry takes in the object."""
-        return len(self.id) + len(self.cluster_queue) + len(self.pod) + len(self.charge) + 96
+        """How many bytes the entry takes in the object's JSON (with its separator)."""
+        return len(json.dumps(self.to_dict())) + 2
 
     def parsed_charge(self) -> Charge | None:
         try:
@@ -85,11 +90,10 @@ class Shard:
 
     @property
     def index(self) -> int:
-        match = _SHARD.match(self.name)
-        return int(match.group("index")) if match else 0
+        return shard_index(self.name) or 0
 
     def size(self) -> int:
-        return sum(entry.size() for entry in self.entries)
+        return sum(entry.size for entry in self.entries)
 
     @classmethod
     def of(cls, obj: Mapping[str, Any]) -> Shard:
@@ -111,7 +115,14 @@ def _entry(raw: Any) -> Reservation | None:
     rid, queue, charge = raw.get("id"), raw.get("clusterQueue"), raw.get("charge")
     if not (isinstance(rid, str) and isinstance(queue, str) and isinstance(charge, str)):
         return None
-    return Reservation(rid, queue, str(raw.get("pod") or ""), charge)
+    return Reservation(rid, queue, str(raw.get("pod") or ""), charge, _epoch(raw.get("reservedAt")))
+
+
+def _epoch(value: Any) -> float:
+    try:
+        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
 
 
 def ledger_object(shard: Shard, entries: Sequence[Reservation], sealed: bool) -> dict[str, Any]:
@@ -142,6 +153,12 @@ def ledger_base(state: ClusterState, cluster_queue: str) -> str:
 
 def shard_name(base: str, index: int) -> str:
     return f"{base}-{index}"
+
+
+def shard_index(name: str) -> int | None:
+    """The index of a shard name, or None when `name` is not one."""
+    match = _SHARD.match(name)
+    return int(match.group("index")) if match else None
 
 
 def shards_of(objects: Iterable[Mapping[str, Any]]) -> dict[str, list[Shard]]:

@@ -148,7 +148,7 @@ def test_conflict_rereads_and_reevaluates(api: FakeApiServer, one: Instance) -> 
 
     def racing(usage: Usage) -> Decision:
         seen.append(usage.of(QUEUE).get(GPU, 0))
-        if len(seen) == 2:  # after our GET: a rival takes the last GPU first
+        if len(seen) == 1:  # while we decide on the cached ledger, a rival takes the last GPU
             rival = api.objects("QuotaLedger")[0]
             rival["spec"]["reservations"].append({**rival["spec"]["reservations"][0], "id": "x"})
             api.update(rival)
@@ -156,7 +156,7 @@ def test_conflict_rereads_and_reevaluates(api: FakeApiServer, one: Instance) -> 
 
     decision = one.ledger.admit("b", racing, False, f"{NAMESPACE}/b")
     assert one.ledger.conflicts == 1
-    assert seen == [1, 1, 2]  # cached, first fresh read, re-read after the conflict
+    assert seen == [1, 2]  # decided on the cache; after the conflict, on a fresh read
     assert (decision.allowed, decision.reason) == (False, "QuotaExceeded")
     assert sorted(e.id for e in ledger_entries(api)) == ["a", "x"]
 
@@ -243,3 +243,24 @@ def test_a_full_shard_is_sealed_and_the_next_one_takes_new_records(
         assert instance.ledger.usage().of(QUEUE) == {GPU: 8}
     finally:
         instance.backend.stop()
+
+
+def test_an_admission_without_conflict_decides_once_and_writes_once(
+    api: FakeApiServer, one: Instance
+) -> None:
+    assert admit(one, "u0", "p0").allowed  # creates the shard
+    eventually(lambda: one.backend.state.list("QuotaLedger"))
+    decisions: list[int] = []
+    evaluate = one.evaluator(gpu_pod("p1"))
+
+    def counting(usage: Usage) -> Decision:
+        decisions.append(1)
+        return evaluate(usage)
+
+    api.calls.clear()
+    assert one.ledger.admit("u1", counting, False, f"{NAMESPACE}/p1").allowed
+    ledger_calls = [c for c in api.calls if "quotaledgers/" in c[1]]  # not the watch
+    assert (len(decisions), ledger_calls) == (
+        1,
+        [("PUT", "/apis/draquota.io/v1beta1/quotaledgers/queue-gpus-0")],
+    )

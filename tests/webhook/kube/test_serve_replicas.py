@@ -174,8 +174,12 @@ def replicas(api: FakeApiServer, kubeconfig: Path, tmp_path: Path) -> Iterator[l
         certs, issue(ServingSpec(dns_names=("localhost",), ips=("127.0.0.1",)), datetime.now(UTC))
     )
     config = tmp_path / "config.yaml"
-    # no nodes or ResourceSlices in this cluster: quota only, placement is not judged
-    config.write_text(f'reservationTTLSeconds: {TTL}\nplacement: "Off"\n', encoding="utf-8")
+    # no nodes or ResourceSlices in this cluster: quota only, placement is not judged; this
+    # test is about exactness under contention on a shared machine, not about deadlines
+    config.write_text(
+        f'reservationTTLSeconds: {TTL}\nplacement: "Off"\nadmissionDeadlineSeconds: 20\n',
+        encoding="utf-8",
+    )
     running = [Replica(tmp_path, kubeconfig, certs, config, i) for i in range(3)]
     try:
         for replica in running:

@@ -1,0 +1,66 @@
+"""Issue 10, case 4: the QuotaLedger never grows into a write the API server refuses.
+
+Records are sharded: the active shard is sealed before its entries pass
+`shard_bytes` and the next one takes new records, so no object outgrows the cap
+however many admissions are in flight, every admission writes one shard, and a
+full shard denies nobody.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from quota.decision import decide
+from quota.settings import Settings
+from tests.fakeapi import FakeApiServer
+from tests.webhook.kube.conftest import FAST, api, client, kubeconfig  # noqa: F401
+from tests.webhook.kube.objects import NAMESPACE, QUEUE, cluster_objects, gpu_pod
+from webhook.kube.backend import KubeBackend
+from webhook.kube.client import KubeClient
+from webhook.kube.ledger import ClusterLedger, LedgerOptions
+from webhook.kube.reservations import SHARD_BYTES, shards_of
+
+pytestmark = pytest.mark.integration
+
+CAP = 4096  # bytes of entries per shard: small, so that a few hundred admissions fill many
+
+
+def test_admissions_in_flight_fill_shards_that_never_outgrow_the_cap(
+    api: FakeApiServer,  # noqa: F811
+    client: KubeClient,  # noqa: F811
+) -> None:
+    for obj in cluster_objects(10_000):
+        api.create(obj)
+    backend = KubeBackend(client, FAST)
+    ledger = ClusterLedger(
+        client, backend, Settings(placement="Off"), LedgerOptions(shard_bytes=CAP)
+    )
+    backend.start()
+    try:
+        assert backend.wait_until_ready(10)
+        for i in range(300):
+            pod = gpu_pod(f"p{i}")
+            decision = ledger.admit(
+                f"uid-{i}",
+                lambda usage, pod=pod: decide(pod, backend.state, usage, ledger.settings),
+                False,
+                f"{NAMESPACE}/p{i}",
+            )
+            assert decision.allowed, decision.message
+        objects = api.objects("QuotaLedger")
+        shards = shards_of(objects)[f"queue-{QUEUE}"]
+        sizes = [len(json.dumps(o["spec"]["reservations"])) for o in objects]
+        assert len(shards) >= 10
+        assert max(sizes) <= CAP
+        assert all(s.sealed for s in shards[:-1]) and not shards[-1].sealed
+        assert sum(len(s.entries) for s in shards) == 300
+        assert ledger.usage().of(QUEUE) == {next(iter(ledger.usage().of(QUEUE))): 300}
+    finally:
+        backend.stop()
+
+
+def test_the_default_cap_keeps_every_object_far_below_the_api_servers_limit() -> None:
+    # 10,000 admissions in flight spread over shards of SHARD_BYTES of entries each
+    assert SHARD_BYTES * 1.25 < 256 * 1024  # room for the object's envelope and encoding

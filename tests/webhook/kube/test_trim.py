@@ -1,0 +1,114 @@
+"""The trimmed pod cache keeps every field a decision reads: both forms charge alike."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from quota.claims import claim_references
+from quota.livepods import is_live_pod, live_pod_charge, pod_key, pod_uid, released_at
+from quota.settings import Settings
+from quota.workloads import as_workload
+from webhook.kube.trim import trimmed_pod
+from webhook.state import load_state
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "manifests" / "examples"
+NOW = 1_800_000_000.0
+
+
+def _as_pod(obj: dict[str, Any]) -> dict[str, Any]:
+    """A workload's pod as its controller would create it."""
+    pod = copy.deepcopy(dict(as_workload(obj).pod))
+    pod["metadata"]["uid"] = f"uid-{pod['metadata']['name']}"
+    return pod
+
+
+def _example_pods() -> list[dict[str, Any]]:
+    pods = []
+    for path in sorted((EXAMPLES / "workloads").glob("*.yaml")):
+        pods += [_as_pod(doc) for doc in yaml.safe_load_all(path.read_text()) if doc]
+    cluster = yaml.safe_load_all((EXAMPLES / "cluster" / "pods.yaml").read_text())
+    return pods + [doc for doc in cluster if doc and doc.get("kind") == "Pod"]
+
+
+def _busy(pod: dict[str, Any]) -> dict[str, Any]:
+    """The pod as a real API server serves it: managed fields, status, probes, volumes..."""
+    busy = copy.deepcopy(pod)
+    meta = busy["metadata"]
+    meta.setdefault("labels", {})["app"] = "x"
+    meta["annotations"] = {"kubectl.kubernetes.io/last-applied-configuration": "{}" * 200}
+    meta["managedFields"] = [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}]
+    meta["ownerReferences"] = [{"kind": "Job", "name": "j", "controller": True, "uid": "u"}]
+    meta["deletionTimestamp"] = "2027-01-15T07:59:00Z"
+    meta["deletionGracePeriodSeconds"] = 30 if len(meta["name"]) % 2 else 86400
+    spec = busy["spec"]
+    spec["volumes"] = [{"name": "v", "emptyDir": {}}]
+    spec["tolerations"] = [{"key": "gpu", "operator": "Exists"}]
+    spec["affinity"] = {
+        "podAntiAffinity": {"x": 1},
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Exists"}]}]
+            }
+        },
+    }
+    spec["overhead"] = {"cpu": "250m"}
+    for container in spec.get("containers") or []:
+        container["env"] = [{"name": "A", "value": "b"}] * 20
+        container["livenessProbe"] = {"exec": {"command": ["true"]}}
+    spec.setdefault("initContainers", []).append(
+        {"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}}
+    )
+    busy["status"] = {
+        "phase": "Running",
+        "conditions": [{"type": "Ready", "status": "True"}] * 5,
+        "containerStatuses": [{"name": "main", "ready": True}],
+        "resourceClaimStatuses": [
+            {"name": e["name"], "resourceClaimName": f"{meta['name']}-{e['name']}"}
+            for e in spec.get("resourceClaims") or []
+            if "resourceClaimTemplateName" in e
+        ],
+    }
+    return busy
+
+
+PODS = [_busy(p) for p in _example_pods()] + _example_pods()
+
+
+@pytest.mark.parametrize(
+    "pod", PODS, ids=[f"{i}-{p['metadata']['name']}" for i, p in enumerate(PODS)]
+)
+def test_a_trimmed_pod_is_charged_like_the_full_one(pod: dict[str, Any]) -> None:
+    state = load_state(EXAMPLES / "cluster")
+    trimmed = trimmed_pod(copy.deepcopy(pod))
+    assert (pod_key(trimmed), pod_uid(trimmed)) == (pod_key(pod), pod_uid(pod))
+    assert claim_references(trimmed, generated=True) == claim_references(pod, generated=True)
+    assert released_at(trimmed) == released_at(pod)
+    assert is_live_pod(trimmed, NOW) == is_live_pod(pod, NOW)
+    charges = []
+    for form in (pod, trimmed):
+        try:
+            charges.append(live_pod_charge(form, state, Settings(), NOW - 10**6))
+        except Exception as exc:  # the same error either way
+            charges.append(repr(exc))
+    assert charges[0] == charges[1]
+
+
+def test_the_table_covers_charged_pods() -> None:
+    state = load_state(EXAMPLES / "cluster")
+    charged = 0
+    for pod in PODS:
+        try:
+            charged += live_pod_charge(pod, state, Settings(), NOW - 10**6) is not None
+        except Exception:
+            continue
+    assert charged >= 10
+
+
+def test_the_cache_keeps_a_fraction_of_a_real_pod() -> None:
+    busy = _busy(_example_pods()[0])
+    assert len(yaml.safe_dump(trimmed_pod(busy))) * 2 < len(yaml.safe_dump(busy))

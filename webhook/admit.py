@@ -1,0 +1,350 @@
+"""The Admission use case: one AdmissionRequest in, one Outcome (and its decision) out.
+
+Pods are recorded by their UID: the API server sets `metadata.uid` (and the final
+name of a generateName pod) before it calls the validating webhook, and no user can
+choose it. /mutate only stamps (the queue label, the charge annotation for people to
+read, the flavor's nodeSelector); /validate decides again on the object it is given,
+checks the stamp is there, and records the charge. Resizes, and claims re-created
+under a name an admitted pod references, are checked like admissions. Synchronous:
+the app runs it off the event loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge
+from quota.claims import claim_references
+from quota.cluster import ClusterState, meta_of
+from quota.decision import Decision, Placer, decide, recheck_pod
+from quota.errors import DraquotaError
+from quota.livepods import pod_key, pod_uid
+from quota.settings import Settings
+from quota.usage import Usage
+from quota.workloads import WORKLOAD_KINDS, as_workload
+from webhook.admission import AdmissionRequest, Outcome
+from webhook.backend import Backend, Ledger, valid_reservation_id
+from webhook.mutation import pod_patch, workload_patch
+
+__all__ = ["Admission"]
+
+
+def _labels_and_annotations(obj: Mapping[str, Any] | None) -> tuple[Any, Any]:
+    metadata = (obj or {}).get("metadata")
+    if not isinstance(metadata, Mapping):
+        return None, None
+    labels = metadata.get("labels")
+    annotations = metadata.get("annotations")
+    return (
+        labels.get(QUEUE_LABEL) if isinstance(labels, Mapping) else None,
+        annotations.get(CHARGE_ANNOTATION) if isinstance(annotations, Mapping) else None,
+    )
+
+
+# What the API server sets itself on create: a pod's request never exempts it through these.
+_SERVER_SET = ("deletionTimestamp", "deletionGracePeriodSeconds")
+
+
+def _as_created(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """The object as it will be stored: the request namespace fills a missing
+    metadata.namespace; status and deletion fields, which the API server resets on
+    create, are dropped."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return obj
+    metadata = {k: v for k, v in metadata.items() if k not in _SERVER_SET}
+    if namespace and not metadata.get("namespace"):
+        metadata["namespace"] = namespace
+    return {**{k: v for k, v in obj.items() if k != "status"}, "metadata": metadata}
+
+
+def _resources(pod: Mapping[str, Any] | None) -> list[Any]:
+    spec = (pod or {}).get("spec")
+    if not isinstance(spec, Mapping):
+        return []
+    return [
+        [c.get("resources") for c in spec.get(group) or () if isinstance(c, Mapping)]
+        for group in ("containers", "initContainers")
+    ] + [spec.get("overhead")]
+
+
+def _deny(code: int, reason: str, message: str, warnings: tuple[str, ...] = ()) -> Outcome:
+    return Outcome(False, code=code, reason=reason, message=message, warnings=warnings)
+
+
+def _denial(decision: Decision) -> Outcome:
+    code = decision.code if decision.code >= 400 else 403
+    return _deny(code, decision.reason, decision.message, decision.warnings)
+
+
+def _allowed(decision: Decision) -> Outcome:
+    return Outcome(True, warnings=decision.warnings)
+
+
+class Admission:
+    """Turns one AdmissionRequest into an Outcome; synchronous, called per request.
+
+    Pods are recorded by their UID: the API server sets `metadata.uid` (and the final
+    name of a generateName pod) before it calls the validating webhook, and no user can
+    choose it. The mutating webhook only stamps; the validating webhook records.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        ledger: Ledger,
+        settings: Settings,
+        placer: Placer | None = None,
+    ) -> None:
+        self.backend = backend
+        self.ledger = ledger
+        self.settings = settings
+        self.placer = placer
+
+    def review(self, req: AdmissionRequest, mutating: bool) -> tuple[Outcome, Decision | None]:
+        """The answer to a request, and the decision behind it (None when none was needed)."""
+        if req.operation in ("DELETE", "CONNECT"):
+            return Outcome(True), None
+        if req.kind == "Pod" and req.sub_resource == "resize" and not mutating:
+            return self._recheck(req, req.object, self.backend.state)
+        if req.sub_resource:
+            return Outcome(True), None
+        if req.kind == "ResourceClaim" and req.operation == "CREATE" and not mutating:
+            return self._claim_created(req)
+        if req.kind not in WORKLOAD_KINDS or req.object is None:
+            return Outcome(True), None
+        if req.kind == "Pod" and req.operation == "UPDATE":
+            return self._pod_update(req, mutating)
+        obj = _as_created(req.object, req.namespace) if req.operation == "CREATE" else req.object
+        ready, why = self.backend.ready()
+        if not ready:
+            return _deny(403, "NotReady", f"draquota cannot decide now: {why}"), None
+        if mutating:
+            return self._mutate(req, obj)
+        if req.kind != "Pod":
+            decision = self._decide(obj, req, "", dry_run=True)
+            return (_allowed(decision) if decision.allowed else _denial(decision)), decision
+        return self._admit_pod(req, obj)
+
+    def _mutate(self, req: AdmissionRequest, obj: dict[str, Any]) -> tuple[Outcome, Decision]:
+        decision = self._decide(obj, req, "", dry_run=True)
+        if not decision.allowed:
+            return _denial(decision), decision
+        if req.kind == "Pod":
+            patch = pod_patch(req.object or {}, decision)
+        elif req.kind == "Job" and req.operation == "UPDATE":
+            patch = []  # a Job's pod template is immutable once created
+        else:
+            patch = workload_patch(req.object or {}, req.kind)
+        return Outcome(True, warnings=decision.warnings, patch=tuple(patch)), decision
+
+    def _admit_pod(self, req: AdmissionRequest, pod: dict[str, Any]) -> tuple[Outcome, Decision]:
+        """Validate a pod create: decide, check the stamp of /mutate, and record by UID."""
+        uid = pod_uid(pod) or _digest_id(req.uid)
+        key = pod_key(pod)
+        holder = self.backend.state.get("Pod", *key.split("/", 1))
+        if holder is not None and pod_uid(holder) != uid:
+            message = (
+                f"{req.ref}: a pod of this name already exists (uid {pod_uid(holder) or 'unknown'})"
+                "; delete it first, or wait until its deletion is complete"
+            )
+            return _deny(409, "AlreadyExists", message), None
+        stamp = _stamp(req, pod)
+
+        def checked(decision: Decision) -> Decision:
+            mismatch = _stamp_mismatch(req, pod, stamp, decision)
+            if not mismatch:
+                return decision
+            return dataclasses.replace(
+                decision,
+                allowed=False,
+                code=403,
+                reason="ChargeMismatch",
+                message=mismatch,
+                charge=None,
+            )
+
+        decision = self._decide(pod, req, uid, req.dry_run, key, check=checked)
+        return (_allowed(decision) if decision.allowed else _denial(decision)), decision
+
+    def _decide(
+        self,
+        obj: Mapping[str, Any],
+        req: AdmissionRequest,
+        uid: str,
+        dry_run: bool,
+        key: str = "",
+        check: Callable[[Decision], Decision] = lambda d: d,
+    ) -> Decision:
+        def evaluate(usage: Usage) -> Decision:
+            decision = decide(
+                obj, self.backend.state, usage, self.settings, self.placer, req.operation
+            )
+            return check(decision) if decision.allowed else decision
+
+        uid = uid or _digest_id(req.uid)
+        decision = self.ledger.admit(uid, evaluate, dry_run, key)
+        if not decision.allowed and self._fetch_missing(obj):
+            decision = self.ledger.admit(uid, evaluate, dry_run, key)
+        return decision
+
+    def _fetch_missing(self, obj: Mapping[str, Any]) -> bool:
+        """One GET per claim or template the cache does not hold; True if any was found."""
+        try:
+            workload = as_workload(obj)
+        except DraquotaError:
+            return False
+        found = False
+        for kind, namespace, name in sorted(claim_references(workload.pod)):
+            if self.backend.state.get(kind, namespace, name) is not None:
+                continue
+            fetched = self.backend.fetch(kind, namespace, name)
+            if fetched is not None:
+                self.backend.state.upsert(fetched)
+                found = True
+        return found
+
+    def _pod_update(self, req: AdmissionRequest, mutating: bool) -> tuple[Outcome, None]:
+        """A pod keeps its charge: its queue label and charge record cannot change, and new
+        resources are checked like a resize."""
+        new_label, new_charge = _labels_and_annotations(req.object)
+        old_label, old_charge = _labels_and_annotations(req.old_object)
+        if new_label != old_label:
+            return _deny(
+                403,
+                "QueueLabelImmutable",
+                f"{req.ref}: metadata.labels[{QUEUE_LABEL}]: cannot be changed on an existing pod",
+            ), None
+        if new_charge != old_charge:
+            return _deny(
+                403,
+                "ChargeAnnotationImmutable",
+                f"{req.ref}: metadata.annotations[{CHARGE_ANNOTATION}]: is set by draquota at "
+                "creation and cannot be changed",
+            ), None
+        if not mutating and _resources(req.object) != _resources(req.old_object):
+            outcome, _ = self._recheck(req, req.object, self.backend.state)
+            return outcome, None
+        return Outcome(True), None
+
+    def _recheck(
+        self, req: AdmissionRequest, pod: Mapping[str, Any] | None, state: ClusterState
+    ) -> tuple[Outcome, Decision | None]:
+        """An existing pod that may cost more now: checked and recorded like an admission."""
+        if not isinstance(pod, Mapping):
+            return Outcome(True), None
+        ready, why = self.backend.ready()
+        if not ready:
+            return _deny(403, "NotReady", f"draquota cannot decide now: {why}"), None
+        uid = pod_uid(pod)
+        if not valid_reservation_id(uid):
+            return _deny(400, "InvalidObject", f"{req.ref}: metadata.uid: required"), None
+        recorded = self.ledger.record(uid)
+
+        def evaluate(usage: Usage) -> Decision:
+            return recheck_pod(pod, state, usage, self.settings, recorded)
+
+        decision = self.ledger.admit(uid, evaluate, req.dry_run, pod_key(pod), existing=True)
+        return (_allowed(decision) if decision.allowed else _denial(decision)), decision
+
+    def _claim_created(self, req: AdmissionRequest) -> tuple[Outcome, Decision | None]:
+        """A ResourceClaim created under a name live admitted pods reference: each such pod is
+        re-checked as if it held the new claim."""
+        claim = req.object
+        metadata = claim.get("metadata") if isinstance(claim, Mapping) else None
+        name = (metadata or {}).get("name") or req.name
+        namespace = (metadata or {}).get("namespace") or req.namespace or "default"
+        if not isinstance(claim, Mapping) or not isinstance(name, str) or not name:
+            return Outcome(True), None
+        users = self.ledger.users("ResourceClaim", namespace, name)
+        if not users:
+            return Outcome(True), None
+        created = {**claim, "kind": "ResourceClaim"}
+        created["metadata"] = {**(metadata or {}), "name": name, "namespace": namespace}
+        state = _WithObject(self.backend.state, created)
+        decision: Decision | None = None
+        for pod in users:
+            outcome, decision = self._recheck(req, pod, state)
+            if not outcome.allowed:
+                return outcome, decision
+        return Outcome(True), decision
+
+
+class _WithObject(ClusterState):
+    """A read-only view of a cluster state with one object added or replaced."""
+
+    def __init__(self, base: ClusterState, obj: Mapping[str, Any]) -> None:
+        super().__init__()
+        self._base = base
+        self._extra = meta_of(obj)
+        self._obj = obj
+
+    def get(self, kind: str, namespace: str | None, name: str) -> Mapping[str, Any] | None:
+        if (kind, namespace, name) == self._extra:
+            return self._obj
+        return self._base.get(kind, namespace, name)
+
+    def list(self, kind: str, namespace: str | None = None) -> list[Mapping[str, Any]]:
+        return self._base.list(kind, namespace)
+
+    def revision(self, *kinds: str) -> tuple[int, ...]:
+        return self._base.revision(*kinds)
+
+
+@dataclass(frozen=True)
+class _Stamp:
+    """A charge annotation found on a pod under validation (charge None: unparseable)."""
+
+    charge: Charge | None
+
+
+def _stamp(req: AdmissionRequest, obj: Mapping[str, Any]) -> _Stamp | None:
+    _, annotation = _labels_and_annotations(obj)
+    if annotation is None:
+        return None
+    try:
+        return _Stamp(Charge.from_annotation(annotation, req.ref))
+    except (DraquotaError, TypeError, RecursionError):
+        return _Stamp(None)
+
+
+def _stamp_mismatch(
+    req: AdmissionRequest, pod: Mapping[str, Any], stamp: _Stamp | None, decision: Decision
+) -> str:
+    """Why a pod does not carry what /mutate stamps for this decision ("" when it does)."""
+    if decision.charge is None:
+        return ""
+    if stamp is None:
+        return (
+            f"{req.ref}: metadata.annotations[{CHARGE_ANNOTATION}]: missing: the pod did not pass "
+            "draquota's mutating webhook; submit it again"
+        )
+    recorded = stamp.charge
+    same = recorded is not None and recorded == dataclasses.replace(
+        decision.charge, reservation=recorded.reservation
+    )
+    if not same:
+        return (
+            f"{req.ref}: metadata.annotations[{CHARGE_ANNOTATION}]: does not match the charge "
+            "draquota computes now (the quota changed during admission, or the annotation was "
+            "edited): submit the pod again"
+        )
+    spec = pod.get("spec")
+    selector = spec.get("nodeSelector") if isinstance(spec, Mapping) else None
+    selector = selector if isinstance(selector, Mapping) else {}
+    missing = {k: v for k, v in decision.node_selector.items() if selector.get(k) != v}
+    if missing:
+        labels = ",".join(f"{k}={v}" for k, v in sorted(missing.items()))
+        return (
+            f"{req.ref}: spec.nodeSelector: must select the nodes of the flavor it is charged to "
+            f"({labels}); submit it again"
+        )
+    return ""
+
+
+def _digest_id(text: str) -> str:
+    return "uid-" + hashlib.sha256(text.encode()).hexdigest()[:32]

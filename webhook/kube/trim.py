@@ -1,0 +1,72 @@
+"""What the pod cache keeps of each pod: only the fields draquota's decisions read.
+
+A real pod object is several kilobytes (managed fields, env, volumes, probes, status
+conditions, container statuses); a cluster holds tens of thousands of them. The cache
+keeps identity, the queue label, liveness, claims, requests and node selection, and
+nothing else. tests/webhook/kube/test_trim.py charges every fixture pod both ways and
+checks the answers agree, so that a field a decision starts to read cannot be trimmed
+away unnoticed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from quota.charge import QUEUE_LABEL
+
+__all__ = ["trimmed_pod"]
+
+_METADATA = (
+    "name",
+    "namespace",
+    "generateName",
+    "uid",
+    "resourceVersion",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+)
+_SPEC = ("resourceClaims", "overhead", "resources", "nodeSelector", "nodeName")
+_CONTAINER = ("name", "resources", "restartPolicy")
+_STATUS = ("phase", "resourceClaimStatuses")
+
+
+def _pick(obj: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+    if not isinstance(obj, Mapping):
+        return {}
+    return {key: obj[key] for key in keys if key in obj}
+
+
+def _containers(items: Any) -> Any:
+    if not isinstance(items, list):
+        return items
+    return [_pick(c, _CONTAINER) if isinstance(c, Mapping) else c for c in items]
+
+
+def trimmed_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
+    """The pod as the cache keeps it (anything malformed is kept as is, for the decision to
+    report)."""
+    metadata = pod.get("metadata")
+    spec = pod.get("spec")
+    kept_meta = _pick(metadata, _METADATA)
+    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
+    if isinstance(labels, Mapping) and QUEUE_LABEL in labels:
+        kept_meta["labels"] = {QUEUE_LABEL: labels[QUEUE_LABEL]}
+    kept_spec = _pick(spec, _SPEC)
+    if isinstance(spec, Mapping):
+        for field in ("containers", "initContainers"):
+            if field in spec:
+                kept_spec[field] = _containers(spec[field])
+        affinity = spec.get("affinity")
+        if isinstance(affinity, Mapping) and "nodeAffinity" in affinity:
+            kept_spec["affinity"] = {"nodeAffinity": affinity["nodeAffinity"]}
+    out: dict[str, Any] = {
+        "apiVersion": pod.get("apiVersion", "v1"),
+        "kind": pod.get("kind", "Pod"),
+        "metadata": kept_meta if isinstance(metadata, Mapping) else metadata,
+        "spec": kept_spec if isinstance(spec, Mapping) else spec,
+    }
+    status = _pick(pod.get("status"), _STATUS)
+    if status:
+        out["status"] = status
+    return out
