@@ -335,6 +335,7 @@ def _mutated_body(url: str, cert_dir: Path) -> tuple[bytes, bytes]:
         raise RuntimeError(f"draquota did not admit the benchmark pod: {response}")
     ops = orjson.loads(base64.b64decode(response["patch"]))
     mutated = jsonpatch.apply_patch(pod, ops)
+    mutated["metadata"]["uid"] = UID  # the API server names the pod before /validate
     validate = orjson.dumps(review(mutated, UID)).replace(b"probe-0001", UID.encode())
     return orjson.dumps(review(pod, UID)), validate
 

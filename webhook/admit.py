@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,7 @@ from quota.claims import claim_references
 from quota.cluster import ClusterState, meta_of
 from quota.decision import Decision, Placer, decide, recheck_pod
 from quota.errors import DraquotaError
-from quota.livepods import pod_key, pod_uid
+from quota.livepods import is_live_pod, pod_key, pod_uid
 from quota.settings import Settings
 from quota.usage import Usage
 from quota.workloads import WORKLOAD_KINDS, as_workload
@@ -260,7 +261,12 @@ class Admission:
         namespace = (metadata or {}).get("namespace") or req.namespace or "default"
         if not isinstance(claim, Mapping) or not isinstance(name, str) or not name:
             return Outcome(True), None
-        users = self.ledger.users("ResourceClaim", namespace, name)
+        now = time.time()
+        users = [
+            pod
+            for pod in self.ledger.users("ResourceClaim", namespace, name)
+            if is_live_pod(pod, now)
+        ]
         if not users:
             return Outcome(True), None
         created = {**claim, "kind": "ResourceClaim"}

@@ -346,3 +346,14 @@ def test_a_forged_claim_status_in_a_create_is_not_what_the_pod_is_charged(
     assert cluster.create(obj)["allowed"]
     assert cluster.usage(QUEUE, FLAVOR, GPU) == 4
     assert not cluster.create(pod("more", templates=("one-gpu",)))["allowed"]
+
+
+def test_a_claim_name_only_finished_pods_reference_is_not_checked(cluster: Cluster) -> None:
+    cluster.state.upsert(claim("shared", 1))
+    assert cluster.create(named_claim_pod("done", "shared"))["allowed"]
+    finished = cluster.pod("done")
+    finished["status"]["phase"] = "Succeeded"
+    cluster.state.upsert(finished)
+    cluster.state.remove("ResourceClaim", NAMESPACE, "shared")
+    # nobody live holds it: any size is a new claim like any other
+    assert cluster.call("validate", claim_review(claim("shared", mode="All")))["allowed"]
