@@ -86,10 +86,6 @@ def test_claims_no_node_can_hold_are_denied_although_quota_would_fit(sched: Scen
     assert "claims cannot be placed on any node" in why, why
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug (b): placement judges currently-allocated devices, so busy devices deny the pod",
-)
 def test_a_pod_whose_devices_are_busy_right_now_is_admitted_with_a_warning(
     sched: Scenario,
 ) -> None:
