@@ -49,7 +49,12 @@ from quota.allocator import (
     InvalidPoolsError,
     allocate,
 )
-from quota.allocator.budget import DEFAULT_CEL_COST, DEFAULT_SEARCH_STEPS
+from quota.allocator.budget import (
+    DEFAULT_CEL_COST,
+    DEFAULT_SEARCH_STEPS,
+    NODE_SEARCH_STEPS,
+    NodeUndecided,
+)
 from quota.allocator.cel import compile_selector
 from quota.allocator.devices import Device, Slice, parse_slice
 from quota.allocator.nodes import node_matches, selector_matches
@@ -559,6 +564,7 @@ def _search(
     )
     need = _minimum_per_class(specs)
     invalid = ""
+    undecided = False
     failed: set[tuple[Any, ...]] = set()
     for node in nodes:
         view = index.view(node)
@@ -575,6 +581,7 @@ def _search(
             if signature is not None:
                 failed.add(signature)
             continue
+        budget.node_limit = budget.used_steps + NODE_SEARCH_STEPS
         try:
             results = allocate(
                 specs,
@@ -591,10 +598,21 @@ def _search(
         except InvalidPoolsError as exc:
             invalid = invalid or str(exc)  # node-local: other nodes may still do
             continue
+        except NodeUndecided:
+            # Too long a search here: try the other nodes (not nodes just like this one).
+            undecided = True
+            if signature is not None:
+                failed.add(signature)
+            continue
+        finally:
+            budget.node_limit = None
         if results is not None:
             return (str((node.get("metadata") or {}).get("name")), results), invalid
         if signature is not None:
             failed.add(signature)
+    if undecided:
+        # No node fits, but some could not be decided: that is no proof the claims never fit.
+        raise BudgetExceeded("node-steps", NODE_SEARCH_STEPS + 1, NODE_SEARCH_STEPS)
     return None, invalid
 
 
