@@ -49,7 +49,12 @@ from quota.allocator import (
     InvalidPoolsError,
     allocate,
 )
-from quota.allocator.budget import DEFAULT_CEL_COST, DEFAULT_SEARCH_STEPS
+from quota.allocator.budget import (
+    DEFAULT_CEL_COST,
+    DEFAULT_SEARCH_STEPS,
+    NODE_SEARCH_STEPS,
+    NodeUndecided,
+)
 from quota.allocator.cel import compile_selector
 from quota.allocator.devices import Device, Slice, parse_slice
 from quota.allocator.nodes import node_matches, selector_matches
@@ -106,12 +111,15 @@ class _NodeView:
     enough: dict[tuple[Any, ...], bool] = field(default_factory=dict)
     signatures: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     _devices: list[tuple[Device, Slice]] | None = None
+    total: dict[str, int] = field(default_factory=dict)  # devices per class, allocated or not
 
     def without_allocations(self) -> _NodeView:
         """The same node and pools, without what was derived from allocations."""
         enough = {k: v for k, v in self.enough.items() if k[-1] == "none"}
         signatures = {k: v for k, v in self.signatures.items() if k == "none"}
-        return _NodeView(self.node, self.pools, {}, enough, signatures, self._devices)
+        return _NodeView(
+            self.node, self.pools, {}, enough, signatures, self._devices, dict(self.total)
+        )
 
     @property
     def devices(self) -> list[tuple[Device, Slice]]:
@@ -187,10 +195,14 @@ class _Index:
             known = self.views[name] = _NodeView(node, gather_pools(slices, node, self.by_pool))
         return known
 
-    def free(self, view: _NodeView, class_name: str) -> int:
-        """Devices of the class on the node not allocated to anyone (an upper bound)."""
-        count = view.free.get(class_name)
+    def free(self, view: _NodeView, class_name: str, allocated: Allocated | None = None) -> int:
+        """Devices of the class on the node not allocated to anyone (an upper bound); with
+        `allocated` empty, all devices of the class (what the node could ever offer)."""
+        everything = allocated is not None and not allocated
+        cache = view.total if everything else view.free
+        count = cache.get(class_name)
         if count is None:
+            busy = frozenset() if everything else self.allocated.exclusive
             device_class = self.classes.get(class_name)
             count = (
                 0
@@ -198,11 +210,10 @@ class _Index:
                 else sum(
                     1
                     for d, s in view.devices
-                    if d.id not in self.allocated.exclusive
-                    and self.matches(d, device_class.selectors)
+                    if d.id not in busy and self.matches(d, device_class.selectors)
                 )
             )
-            view.free[class_name] = count
+            cache[class_name] = count
         return count
 
     def matches(
@@ -553,12 +564,14 @@ def _search(
     )
     need = _minimum_per_class(specs)
     invalid = ""
+    undecided = False
     failed: set[tuple[Any, ...]] = set()
     for node in nodes:
         view = index.view(node)
-        # Free counts exclude every allocated device, so they only bound the current view.
-        if allocated is index.allocated and any(
-            index.free(view, cls) < n for cls, n in need.items()
+        # Free counts exclude every allocated device, so they bound the current view; with
+        # no allocations (can the claims ever be placed?) the node's devices of each class.
+        if (allocated is index.allocated or not allocated) and any(
+            index.free(view, cls, allocated) < n for cls, n in need.items()
         ):
             continue
         signature = index.signature(view, allocated)
@@ -568,6 +581,7 @@ def _search(
             if signature is not None:
                 failed.add(signature)
             continue
+        budget.node_limit = budget.used_steps + NODE_SEARCH_STEPS
         try:
             results = allocate(
                 specs,
@@ -584,10 +598,21 @@ def _search(
         except InvalidPoolsError as exc:
             invalid = invalid or str(exc)  # node-local: other nodes may still do
             continue
+        except NodeUndecided:
+            # Too long a search here: try the other nodes (not nodes just like this one).
+            undecided = True
+            if signature is not None:
+                failed.add(signature)
+            continue
+        finally:
+            budget.node_limit = None
         if results is not None:
             return (str((node.get("metadata") or {}).get("name")), results), invalid
         if signature is not None:
             failed.add(signature)
+    if undecided:
+        # No node fits, but some could not be decided: that is no proof the claims never fit.
+        raise BudgetExceeded("node-steps", NODE_SEARCH_STEPS + 1, NODE_SEARCH_STEPS)
     return None, invalid
 
 

@@ -54,9 +54,10 @@ _DECIMAL_SUFFIXES: dict[str, int] = {
     "E": 18,
 }
 _BINARY_SUFFIXES: dict[str, int] = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
-# Unambiguous pieces, so matching is linear: sign, integer digits, fraction, suffix.
-_QUANTITY = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?([A-Za-z]*)([+-]?[0-9]*)")
-_EXPONENT = re.compile(r"[+-]?[0-9]+")
+# Each piece is matched on its own from where the last one ended: no backtracking across
+# pieces, so a megabyte of digits followed by a bad character is rejected in linear time.
+_DIGITS = re.compile(r"[0-9]*")
+_LETTERS = re.compile(r"[A-Za-z]*")
 # Values below are at most 19 integer digits and 9 places, times at most 2^60 (19 digits).
 _CONTEXT = Context(prec=60)
 _BOUND = Decimal(INT64_MAX)
@@ -77,21 +78,37 @@ def _show(value: object, limit: int = 48) -> str:
     return repr(value)
 
 
+def _pieces(text: str) -> tuple[str, str, str, str, str]:
+    """(sign, integer digits, fraction digits, suffix letters, rest) of a quantity string."""
+    pos = 1 if text[:1] in ("+", "-") else 0
+    sign = text[:pos]
+    match = _DIGITS.match(text, pos)
+    assert match is not None  # [0-9]* always matches
+    whole, pos = match.group(), match.end()
+    fraction = ""
+    if text[pos : pos + 1] == ".":
+        match = _DIGITS.match(text, pos + 1)
+        assert match is not None
+        fraction, pos = match.group(), match.end()
+    match = _LETTERS.match(text, pos)
+    assert match is not None
+    return sign, whole, fraction, match.group(), text[match.end() :]
+
+
 def _parse_text(text: str) -> Decimal:
     """The value of a quantity string; ValueError when it is no quantity, _OutOfRange."""
-    match = _QUANTITY.fullmatch(text)
-    if match is None:
-        raise ValueError("not a quantity")
-    sign, whole, fraction, letters, tail = match.groups()
-    fraction = fraction or ""
+    sign, whole, fraction, letters, tail = _pieces(text)
     if not whole and not fraction:
         raise ValueError("no digits")
     exponent, binary = 0, 0
     if letters in ("e", "E") and tail:
-        digits = tail.lstrip("+-").lstrip("0")
-        if _EXPONENT.fullmatch(tail) is None or len(digits) > MAX_EXPONENT_DIGITS:
+        unsigned = tail[1:] if tail[0] in "+-" else tail
+        digits = unsigned.lstrip("0")
+        if not unsigned or _DIGITS.fullmatch(unsigned) is None:
             raise ValueError("bad exponent")
-        exponent = int(tail[0] + digits) if tail[0] in "+-" and digits else int(digits or "0")
+        if len(digits) > MAX_EXPONENT_DIGITS:
+            raise ValueError("exponent out of int64")
+        exponent = -int(digits or "0") if tail[0] == "-" else int(digits or "0")
     elif tail:
         raise ValueError("digits after the suffix")
     elif letters in _DECIMAL_SUFFIXES:

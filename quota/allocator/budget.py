@@ -24,7 +24,9 @@ __all__ = [
     "DEFAULT_CEL_COST",
     "DEFAULT_SEARCH_STEPS",
     "EVALUATION_COST_LIMIT",
+    "NODE_SEARCH_STEPS",
     "Budget",
+    "NodeUndecided",
 ]
 
 # Search steps of one placement question, across all nodes tried (nodes identical to
@@ -32,6 +34,10 @@ __all__ = [
 # claim and device; the upstream shared test table's largest case needs 26. A step
 # costs about 5-10 us, so the budget bounds one question to well under 100 ms.
 DEFAULT_SEARCH_STEPS = 10_000
+# Steps one node's search may take before placement leaves it undecided and tries the
+# next node: one pathological node (say 8 one-device claims and 8 devices, one of them
+# tainted: 8! orders) cannot use the whole budget while another node would fit at once.
+NODE_SEARCH_STEPS = 2_500
 # The API server's limit for one DRA selector (resourceapi.CELSelectorExpressionMaxCost).
 EVALUATION_COST_LIMIT = 1_000_000
 # CEL cost of one placement question, across all evaluations (memoised results are free).
@@ -40,6 +46,15 @@ DEFAULT_CEL_COST = 5_000_000
 # distinct expression of a question is charged once, cached or not, so the charge does
 # not depend on what earlier questions compiled.
 COMPILE_COST_PER_CHARACTER = 20
+
+
+class NodeUndecided(Exception):
+    """One node's search used its share of the steps (`Budget.node_limit`); never escapes
+    placement, which moves on to the next node."""
+
+    def __init__(self, used: int) -> None:
+        self.used = used
+        super().__init__(f"node search stopped after step {used}")
 
 
 @dataclass
@@ -51,6 +66,7 @@ class Budget:
     evaluation_cost: int = EVALUATION_COST_LIMIT
     used_steps: int = 0
     used_cost: int = 0
+    node_limit: int | None = None  # used_steps past which the current node is left undecided
     compiled: set[str] = field(default_factory=set)
 
     def step(self, claim: str = "", request: str = "") -> None:
@@ -58,6 +74,8 @@ class Budget:
         self.used_steps += 1
         if self.used_steps > self.steps:
             raise BudgetExceeded("steps", self.used_steps, self.steps, claim, request)
+        if self.node_limit is not None and self.used_steps > self.node_limit:
+            raise NodeUndecided(self.used_steps)
 
     def evaluate(self, static_cost: int, cost: int, expression: str) -> None:
         """Spend the estimated `cost` of one CEL evaluation before it runs; an expression

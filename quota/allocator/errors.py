@@ -41,6 +41,8 @@ class InvalidPoolsError(AllocationError):
 
 _WHAT = {
     "steps": "the device search took more than {limit} steps",
+    "node-steps": "the device search took more than {limit} steps on a node without an answer, "
+    "and no other node fits",
     "cel": "CEL selectors cost more than {limit} to evaluate",
     "cel-evaluation": "a CEL selector's estimated cost {used} exceeds the limit of {limit} "
     "for one evaluation",
@@ -48,14 +50,17 @@ _WHAT = {
 _HINT = {
     "steps": "use fewer firstAvailable alternatives, fewer requests per claim or looser "
     "matchAttribute constraints, or name the devices with selectors",
+    "node-steps": "use fewer firstAvailable alternatives, fewer requests per claim or looser "
+    "matchAttribute constraints, or name the devices with selectors",
     "cel": "use fewer or simpler selectors",
     "cel-evaluation": "avoid building large lists or strings (cel.bind, +, map) and comparing them",
 }
 
 
 class BudgetExceeded(DraquotaError):
-    """Checking the claims needs more work than admission allows (`kind`: steps | cel |
-    cel-evaluation; `used` of `limit`); where known, the claim, request and expression."""
+    """Checking the claims needs more work than admission allows (`kind`: steps |
+    node-steps | cel | cel-evaluation; `used` of `limit`); where known, the claim, request
+    and expression."""
 
     def __init__(
         self,

@@ -95,11 +95,6 @@ def test_claims_no_node_can_hold_are_denied_although_quota_would_fit(sched: Scen
     assert "claims cannot be placed on" in why and "too complex" not in why, why
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug (b), what is left of it: the warning that the claims cannot be placed on the "
-    "devices free right now judges every node, not the nodes of the flavor the pod is steered to",
-)
 def test_a_pod_whose_devices_are_busy_right_now_is_admitted_with_a_warning(
     sched: Scenario,
 ) -> None:

@@ -101,3 +101,18 @@ def test_new_allocations_keep_parsed_devices_and_change_the_answer() -> None:
 
 def _claim_of(s: ClusterState, template_name: str) -> Any:
     return expand_pod_claims(pod("p", (template_name,)), s, "Pod team-a/p")[0]
+
+
+def test_more_claims_than_any_node_has_devices_is_unplaceable_without_searching() -> None:
+    # Nine one-GPU claims, 8 GPUs per node, some busy: the per-class count answers for
+    # every node, allocated or not; a search would try 8! orders before giving up.
+    s = state("node-0000")
+    obj = pod("p", ("one",))
+    obj["spec"]["resourceClaims"] = [
+        {"name": f"gpu-{i}", "resourceClaimTemplateName": "one"} for i in range(9)
+    ]
+    claims = expand_pod_claims(obj, s, "Pod team-a/p")
+    placement = make_placer(s)(claims, None)
+    assert not placement.ok and not placement.too_complex
+    assert placement.reason.startswith("the claims fit no node together")
+    assert placement.steps < 100

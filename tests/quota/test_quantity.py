@@ -115,10 +115,27 @@ def test_out_of_range_quantities_name_the_field(text: object) -> None:
     assert len(caught.value.reason) < 200  # a megabyte of digits is not echoed back
 
 
-@pytest.mark.parametrize("text", ["1e" + "9" * 20, "1e1.5", "1e", "1k1", "0x10", "1_000", "."])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1e" + "9" * 20,
+        "1e1.5",
+        "1e",
+        "1e+",
+        "1k1",
+        "0x10",
+        "1_000",
+        ".",
+        # A parser that backtracks across pieces takes hours on these (quadratic).
+        "1" * 1_000_000 + "!",
+        "1" * 1_000_000 + "e!",
+        "1" * 1_000_000 + ".Ki!",
+    ],
+)
 def test_malformed_exponents_and_digits_are_errors(text: str) -> None:
-    with pytest.raises(InvalidQuantity, match="invalid quantity"):
+    with pytest.raises(InvalidQuantity) as caught:
         parse_quantity(text, "Pod a/b", "spec.x")
+    assert caught.value.reason.startswith("invalid quantity")
 
 
 def test_huge_inputs_never_build_huge_numbers() -> None:
