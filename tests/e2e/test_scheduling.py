@@ -84,11 +84,6 @@ def test_every_pod_draquota_admits_gets_scheduled(sched: Scenario) -> None:
     assert all(p["spec"].get("nodeName") for p in sched.pods())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the bounded device search gives up (too complex to check, more than 10000 steps) "
-    "on 9 one-device claims over a node of 8 devices instead of finding they cannot be placed",
-)
 def test_claims_no_node_can_hold_are_denied_although_quota_would_fit(sched: Scenario) -> None:
     created, why = _create(sched, "too-big", 9)  # quota 16 - 7 in use fits; 8 GPUs per node
     assert not created
