@@ -14,7 +14,7 @@ missing object a 403 decision naming it. It is pure and deterministic.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -250,10 +250,13 @@ def _flavor_filter(
     placer: Placer | None,
     settings: Settings,
     warnings: list[str],
+    busy: dict[str, str] | None = None,
 ) -> FlavorFilter:
+    """Why a flavor cannot take the pod (None: it can). `busy` collects the flavors whose
+    nodes could host the claims only once allocated devices are released, with why."""
     keys = _group_label_keys(table, queue)
     pod_spec = workload.pod.get("spec") or {}
-    busy: set[str] = set()
+    busy = {} if busy is None else busy
 
     def check(flavor: str) -> str | None:
         known = table.flavors.get(flavor)
@@ -267,7 +270,7 @@ def _flavor_filter(
         labels = ",".join(f"{k}={v}" for k, v in known.node_labels.items())
         if placement.ok:
             if not getattr(placement, "now", True):
-                busy.add(flavor)  # fits once devices are released: allowed, not preferred
+                busy[flavor] = placement.reason  # fits once devices are released: not preferred
             return None
         if getattr(placement, "too_complex", False):
             reason = f"flavor {flavor}: claims on nodes with labels {labels} {placement.reason}"
@@ -311,6 +314,7 @@ def _evaluate(
     demand = pod_demand(workload, state)
     charged = _charged(demand, route.queue, table)
     warnings: list[str] = []
+    busy_everywhere = ""  # why no node of the cluster can host the claims right now
     if charged.unmapped:
         listed = ", ".join(charged.unmapped)
         noun = "device class" if len(charged.unmapped) == 1 else "device classes"
@@ -333,14 +337,14 @@ def _evaluate(
                 return _deny("Unplaceable", text, queue=name)
             warnings.append(text)
         elif not getattr(placement, "now", True):
-            warnings.append(
-                f"{subject}: claims cannot be placed on the devices free right now, the pod "
-                f"waits until allocated devices are released: {placement.reason}"
-            )
+            busy_everywhere = placement.reason
+    busy: dict[str, str] = {}
     flavor_filter = _flavor_filter(
-        table, route.queue, workload, demand.claims, placer, settings, warnings
+        table, route.queue, workload, demand.claims, placer, settings, warnings, busy
     )
-    context = _Context(workload, table, route, demand, charged, flavor_filter, warnings)
+    context = _Context(
+        workload, table, route, demand, charged, flavor_filter, warnings, busy, busy_everywhere
+    )
     if workload.kind != "Pod":
         return _decide_workload(context)
     return _decide_pod(context, usage, operation, reservation)
@@ -357,10 +361,27 @@ class _Context:
     charged: _Charged
     flavor_filter: Callable[[str], str | None]
     warnings: list[str]
+    busy: Mapping[str, str]  # flavors whose nodes can host the claims only later, and why
+    busy_everywhere: str  # why no node at all can host them right now ("" when some can)
 
     @property
     def subject(self) -> str:
         return _subject(self.workload)
+
+    def busy_warning(self, flavors: Collection[str] | None) -> str:
+        """The warning that the pod waits for devices to be released, "" when it need not:
+        judged on the nodes of the chosen `flavors` where they name nodes (None: any)."""
+        steered = [f for f in sorted(flavors or ()) if self.table.flavors.get(f) is not None]
+        reason = next((self.busy[f] for f in steered if f in self.busy), "")
+        anywhere = not any(self.table.flavors[f].node_labels for f in steered)
+        if not reason and anywhere:
+            reason = self.busy_everywhere
+        if not reason:
+            return ""
+        return (
+            f"{self.subject}: claims cannot be placed on the devices free right now, the pod "
+            f"waits until allocated devices are released: {reason}"
+        )
 
     @property
     def where(self) -> str:
@@ -382,7 +403,8 @@ def _decide_workload(c: _Context) -> Decision:
     name = c.route.local.name
     if not assignment.ok:
         return _deny("QuotaExceeded", _exceeds(c.subject, c.route, assignment), queue=name)
-    warnings = tuple(sorted(set(c.warnings)))
+    waiting = c.busy_warning(None)
+    warnings = tuple(sorted(set(c.warnings) | ({waiting} if waiting else set())))
     return Decision(True, 200, "Admitted", f"{c.subject} fits {c.where}", warnings, queue_name=name)
 
 
@@ -411,6 +433,8 @@ def _decide_pod(c: _Context, live: Usage, operation: str, reservation: str) -> D
         assignment = fallback if fallback.ok else _first_flavors(queue, charged)
     if assignment.borrowing:
         warnings.append(f"{c.subject} borrows quota from cohort {queue.cohort}")
+    if waiting := c.busy_warning(assignment.flavors.values()):
+        warnings.append(waiting)
     return Decision(
         allowed=True,
         code=200,

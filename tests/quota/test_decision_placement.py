@@ -132,3 +132,16 @@ def test_too_complex_is_not_reported_as_unplaceable_or_invalid(mode: str) -> Non
     )
     assert decision.reason not in ("Unplaceable", "InvalidObject")
     assert decision.code != 400
+
+
+def test_busy_warning_judges_the_nodes_of_the_chosen_flavor_not_the_whole_cluster() -> None:
+    pod, state, settings = setup()
+    later = Answer(True, BUSY, now=False)
+    # some node outside every flavor is free right now; the flavors' nodes are not
+    answers = {None: Answer(True, node="elsewhere"), "on-demand": later, "spot": later}
+    decision = decide(pod, state, Usage(), settings, Placer(answers))
+    assert decision.allowed
+    assert (
+        "pod team-a/p: claims cannot be placed on the devices free right now, the pod waits "
+        f"until allocated devices are released: {BUSY}"
+    ) in decision.warnings
