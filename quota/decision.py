@@ -167,6 +167,7 @@ class _Charged:
     per_pod: Mapping[str, int]
     shared: Mapping[str, Mapping[str, int]]
     unmapped: tuple[str, ...]
+    asked: Mapping[str, tuple[str, ...]]  # resource -> the DeviceClasses the pod asked
 
 
 def _charged(demand: PodDemand, queue: ClusterQueue, table: QueueTable) -> _Charged:
@@ -174,6 +175,7 @@ def _charged(demand: PodDemand, queue: ClusterQueue, table: QueueTable) -> _Char
     covered = set(queue.covered())
     per_pod: dict[str, int] = {}
     unmapped: set[str] = set()
+    asked: dict[str, set[str]] = {}
 
     def add(target: dict[str, int], device_class: str, count: int) -> None:
         resource = classes.get(device_class)
@@ -182,6 +184,8 @@ def _charged(demand: PodDemand, queue: ClusterQueue, table: QueueTable) -> _Char
                 unmapped.add(device_class)
             return
         target[resource] = sat_add(target.get(resource, 0), count)
+        if count:
+            asked.setdefault(resource, set()).add(device_class)
 
     for resource, value in demand.resources.items():
         if resource in covered and value:
@@ -197,7 +201,10 @@ def _charged(demand: PodDemand, queue: ClusterQueue, table: QueueTable) -> _Char
             add(amounts, device_class, count)
         shared[claim] = {r: v for r, v in sorted(amounts.items()) if v}
     return _Charged(
-        {r: v for r, v in sorted(per_pod.items()) if v}, shared, tuple(sorted(unmapped))
+        {r: v for r, v in sorted(per_pod.items()) if v},
+        shared,
+        tuple(sorted(unmapped)),
+        {r: tuple(sorted(names)) for r, names in sorted(asked.items())},
     )
 
 
@@ -399,6 +406,7 @@ def _decide_workload(c: _Context) -> Decision:
         flavor_filter=c.flavor_filter,
         pods=max(1, c.workload.pods),
         capacity_only=True,
+        asked=c.charged.asked,
     )
     name = c.route.local.name
     if not assignment.ok:
@@ -420,6 +428,7 @@ def _decide_pod(c: _Context, live: Usage, operation: str, reservation: str) -> D
         charged.shared,
         held=frozenset(live.shared_claims(queue.name)),
         flavor_filter=c.flavor_filter,
+        asked=charged.asked,
     )
     warnings = list(c.warnings)
     if not assignment.ok:
@@ -522,6 +531,7 @@ def recheck_pod(
             charged.shared,
             held=frozenset(usage.shared_claims(route.queue.name)),
             flavor_filter=flavor_filter,
+            asked=charged.asked,
         )
         flavors = assignment.flavors if assignment.ok else (pinned or Assignment({})).flavors
         charge = _charge(route, demand, charged, flavors, "")
