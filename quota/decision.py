@@ -277,7 +277,8 @@ def _flavor_filter(
         labels = ",".join(f"{k}={v}" for k, v in known.node_labels.items())
         if placement.ok:
             if not getattr(placement, "now", True):
-                busy[flavor] = placement.reason  # fits once devices are released: not preferred
+                # fits once devices are released: allowed, not preferred, warned if chosen
+                busy[flavor] = f"nodes with labels {labels}: {placement.reason}"
             return None
         if getattr(placement, "too_complex", False):
             reason = f"flavor {flavor}: claims on nodes with labels {labels} {placement.reason}"
@@ -376,19 +377,21 @@ class _Context:
         return _subject(self.workload)
 
     def busy_warning(self, flavors: Collection[str] | None) -> str:
-        """The warning that the pod waits for devices to be released, "" when it need not:
-        judged on the nodes of the chosen `flavors` where they name nodes (None: any)."""
-        steered = [f for f in sorted(flavors or ()) if self.table.flavors.get(f) is not None]
-        reason = next((self.busy[f] for f in steered if f in self.busy), "")
-        anywhere = not any(self.table.flavors[f].node_labels for f in steered)
-        if not reason and anywhere:
-            reason = self.busy_everywhere
-        if not reason:
-            return ""
-        return (
-            f"{self.subject}: claims cannot be placed on the devices free right now, the pod "
-            f"waits until allocated devices are released: {reason}"
-        )
+        """The warning that the pod waits for devices to be released ("" when it need not):
+        no node can host the claims now, or none of the chosen flavor's nodes can."""
+        text = f"{self.subject}: claims cannot be placed on the devices free right now"
+        if self.busy_everywhere:
+            return (
+                f"{text}, the pod waits until allocated devices are released: "
+                f"{self.busy_everywhere}"
+            )
+        for flavor in sorted(flavors or ()):
+            if flavor in self.busy:
+                return (
+                    f"{text} of flavor {flavor}, the pod waits until allocated devices are "
+                    f"released: {self.busy[flavor]}"
+                )
+        return ""
 
     @property
     def where(self) -> str:

@@ -140,8 +140,10 @@ def test_busy_warning_judges_the_nodes_of_the_chosen_flavor_not_the_whole_cluste
     # some node outside every flavor is free right now; the flavors' nodes are not
     answers = {None: Answer(True, node="elsewhere"), "on-demand": later, "spot": later}
     decision = decide(pod, state, Usage(), settings, Placer(answers))
-    assert decision.allowed
+    assert decision.allowed and decision.charge is not None
+    assert decision.charge.flavors == {"gpus": "on-demand"}
     assert (
-        "pod team-a/p: claims cannot be placed on the devices free right now, the pod waits "
-        f"until allocated devices are released: {BUSY}"
+        "pod team-a/p: claims cannot be placed on the devices free right now of flavor "
+        "on-demand, the pod waits until allocated devices are released: nodes with labels "
+        f"pool=on-demand: {BUSY}"
     ) in decision.warnings
