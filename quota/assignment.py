@@ -52,6 +52,7 @@ class PreferringFilter:
 
     exclude: FlavorFilter
     preferred: Callable[[str], bool]
+    chosen: Callable[[str], None] = lambda _flavor: None  # told the flavor a group got
 
     def __call__(self, flavor: str) -> str | None:
         return self.exclude(flavor)
@@ -195,6 +196,21 @@ def _check(
 
 
 def _assign_group(
+    group: ResourceGroup,
+    requested: list[str],
+    view_of: Callable[[FlavorResource], QuotaView],
+    demand: _Demand,
+    fungibility: str,
+    flavor_filter: FlavorFilter,
+    capacity_only: bool,
+) -> tuple[str | None, bool, list[str]]:
+    found = _first_fit(group, requested, view_of, demand, fungibility, flavor_filter, capacity_only)
+    if found[0] is not None and isinstance(flavor_filter, PreferringFilter):
+        flavor_filter.chosen(found[0])
+    return found
+
+
+def _first_fit(
     group: ResourceGroup,
     requested: list[str],
     view_of: Callable[[FlavorResource], QuotaView],

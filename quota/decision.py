@@ -253,7 +253,9 @@ def _flavor_filter(
 ) -> FlavorFilter:
     keys = _group_label_keys(table, queue)
     pod_spec = workload.pod.get("spec") or {}
-    busy: set[str] = set()
+    busy: dict[str, str] = {}  # flavor -> why its nodes cannot host the claims right now
+    subject = _subject(workload)
+    now_text = f"{subject}: claims cannot be placed on the devices free right now"
 
     def check(flavor: str) -> str | None:
         known = table.flavors.get(flavor)
@@ -267,7 +269,8 @@ def _flavor_filter(
         labels = ",".join(f"{k}={v}" for k, v in known.node_labels.items())
         if placement.ok:
             if not getattr(placement, "now", True):
-                busy.add(flavor)  # fits once devices are released: allowed, not preferred
+                # Fits once devices are released: allowed, not preferred, warned if chosen.
+                busy[flavor] = f"nodes with labels {labels}: {placement.reason}"
             return None
         if getattr(placement, "too_complex", False):
             reason = f"flavor {flavor}: claims on nodes with labels {labels} {placement.reason}"
@@ -281,7 +284,14 @@ def _flavor_filter(
             return None
         return reason
 
-    return PreferringFilter(check, lambda flavor: flavor not in busy)
+    def chosen(flavor: str) -> None:
+        if flavor in busy and not any(w.startswith(now_text) for w in warnings):
+            warnings.append(
+                f"{now_text} of flavor {flavor}, the pod waits until allocated devices are "
+                f"released: {busy[flavor]}"
+            )
+
+    return PreferringFilter(check, lambda flavor: flavor not in busy, chosen)
 
 
 def _exceeds(subject: str, route: _Route, assignment: Assignment) -> str:
