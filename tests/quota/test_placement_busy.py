@@ -116,3 +116,15 @@ def test_more_claims_than_any_node_has_devices_is_unplaceable_without_searching(
     assert not placement.ok and not placement.too_complex
     assert placement.reason.startswith("the claims fit no node together")
     assert placement.steps < 100
+
+
+def test_chosen_flavor_busy_warns_even_when_other_nodes_are_free() -> None:
+    # An unlabelled node (no flavor's) has free GPUs: the claims fit somewhere now, but
+    # not on the nodes of either flavor, where the pod will be steered.
+    free_node = node_objects(3)[5:]  # node-0002 and its slice
+    s = state("node-0000", "node-0001", extra=tuple(free_node))
+    decision = decide(pod("p", ("one",)), s, Usage(), Settings(), make_placer(s))
+    assert decision.allowed and decision.charge is not None
+    assert decision.charge.flavors == {"gpus": "fa"}
+    warned = [w for w in decision.warnings if "cannot be placed on the devices free right now" in w]
+    assert len(warned) == 1 and "of flavor fa" in warned[0]
