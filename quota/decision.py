@@ -41,7 +41,10 @@ __all__ = [
     "Decision",
     "PlacementLike",
     "Placer",
+    "Prepared",
+    "conclude",
     "decide",
+    "prepare",
     "recheck_pod",
     "recompute_charge",
 ]
@@ -302,15 +305,13 @@ def _exceeds(subject: str, route: _Route, assignment: Assignment) -> str:
     )
 
 
-def _evaluate(
+def _prepare(
     workload: Workload,
     state: ClusterState,
-    usage: Usage,
     settings: Settings,
     placer: Placer | None,
     operation: str,
-    reservation: str,
-) -> Decision:
+) -> Prepared | Decision:
     table = queue_table(state, settings)
     route = _route(workload, state, table)
     if route is None:
@@ -347,34 +348,71 @@ def _evaluate(
         elif not getattr(placement, "now", True):
             busy_everywhere = placement.reason
     busy: dict[str, str] = {}
-    flavor_filter = _flavor_filter(
+    lazy = _flavor_filter(
         table, route.queue, workload, demand.claims, placer, settings, warnings, busy
     )
-    context = _Context(
-        workload, table, route, demand, charged, flavor_filter, warnings, busy, busy_everywhere
+    # Every flavor is judged now, outside any lock: what is left for the ledger's lock is
+    # arithmetic. A flavor's notes (placement warnings under Warn) count only if it is tried.
+    answers: dict[str, str | None] = {}
+    notes: dict[str, tuple[str, ...]] = {}
+    for group in route.queue.groups:
+        for flavor in group.flavors:
+            if flavor.name not in answers:
+                mark = len(warnings)
+                answers[flavor.name] = lazy(flavor.name)
+                notes[flavor.name] = tuple(warnings[mark:])
+                del warnings[mark:]
+    return Prepared(
+        workload,
+        table,
+        route,
+        demand,
+        charged,
+        tuple(warnings),
+        answers,
+        notes,
+        busy,
+        busy_everywhere,
+        operation,
     )
-    if workload.kind != "Pod":
-        return _decide_workload(context)
-    return _decide_pod(context, usage, operation, reservation)
 
 
 @dataclass(frozen=True)
-class _Context:
-    """What the pod and workload paths share once the queue and demand are known."""
+class Prepared:
+    """Everything a decision needs that does not depend on usage: the queue, the demand,
+    and how every flavor of the queue answers for the pod (node affinity, placement).
+
+    `prepare` builds it outside the ledger's lock; `conclude` is the quota arithmetic
+    against usage, done under it (again after a conflict)."""
 
     workload: Workload
     table: QueueTable
     route: _Route
     demand: PodDemand
     charged: _Charged
-    flavor_filter: Callable[[str], str | None]
-    warnings: list[str]
+    warnings: tuple[str, ...]
+    answers: Mapping[str, str | None]  # flavor -> why it cannot take the pod (None: it can)
+    notes: Mapping[str, tuple[str, ...]]  # flavor -> warnings that count if it is tried
     busy: Mapping[str, str]  # flavors whose nodes can host the claims only later, and why
     busy_everywhere: str  # why no node at all can host them right now ("" when some can)
+    operation: str = "CREATE"
 
     @property
     def subject(self) -> str:
         return _subject(self.workload)
+
+    @property
+    def where(self) -> str:
+        return f'ClusterQueue "{self.route.queue.name}" (LocalQueue {self.route.local.key})'
+
+    def flavor_filter(self, warnings: list[str]) -> PreferringFilter:
+        """The flavor answers, adding a tried flavor's notes to `warnings`."""
+
+        def check(flavor: str) -> str | None:
+            warnings.extend(self.notes.get(flavor, ()))
+            return self.answers.get(flavor, f"flavor {flavor} not found")
+
+        return PreferringFilter(check, lambda flavor: flavor not in self.busy)
 
     def busy_warning(self, flavors: Collection[str] | None) -> str:
         """The warning that the pod waits for devices to be released ("" when it need not):
@@ -393,20 +431,17 @@ class _Context:
                 )
         return ""
 
-    @property
-    def where(self) -> str:
-        return f'ClusterQueue "{self.route.queue.name}" (LocalQueue {self.route.local.key})'
 
-
-def _decide_workload(c: _Context) -> Decision:
+def _decide_workload(c: Prepared) -> Decision:
     """A pod-template workload: can its pods (a Job: those running at once) ever fit?"""
+    warnings = list(c.warnings)
     assignment = assign_flavors(
         c.table,
         c.route.queue,
         lambda _q: {},
         c.charged.per_pod,
         c.charged.shared,
-        flavor_filter=c.flavor_filter,
+        flavor_filter=c.flavor_filter(warnings),
         pods=max(1, c.workload.pods),
         capacity_only=True,
         asked=c.charged.asked,
@@ -414,15 +449,19 @@ def _decide_workload(c: _Context) -> Decision:
     name = c.route.local.name
     if not assignment.ok:
         return _deny("QuotaExceeded", _exceeds(c.subject, c.route, assignment), queue=name)
-    waiting = c.busy_warning(None)
-    warnings = tuple(sorted(set(c.warnings) | ({waiting} if waiting else set())))
-    return Decision(True, 200, "Admitted", f"{c.subject} fits {c.where}", warnings, queue_name=name)
+    if waiting := c.busy_warning(None):
+        warnings.append(waiting)
+    return Decision(
+        True, 200, "Admitted", f"{c.subject} fits {c.where}", tuple(sorted(set(warnings))),
+        queue_name=name,
+    )  # fmt: skip
 
 
-def _decide_pod(c: _Context, live: Usage, operation: str, reservation: str) -> Decision:
+def _decide_pod(c: Prepared, live: Usage) -> Decision:
     """A pod against live usage (the ledger leaves out the pod's own record: a retry counts
     once; a pod of the same name held by another pod is not left out)."""
     queue, charged = c.route.queue, c.charged
+    warnings = list(c.warnings)
     assignment = assign_flavors(
         c.table,
         queue,
@@ -430,13 +469,12 @@ def _decide_pod(c: _Context, live: Usage, operation: str, reservation: str) -> D
         charged.per_pod,
         charged.shared,
         held=frozenset(live.shared_claims(queue.name)),
-        flavor_filter=c.flavor_filter,
+        flavor_filter=c.flavor_filter(warnings),
         asked=charged.asked,
     )
-    warnings = list(c.warnings)
     if not assignment.ok:
         message = _exceeds(c.subject, c.route, assignment)
-        if operation != "UPDATE":
+        if c.operation != "UPDATE":
             return _deny("QuotaExceeded", message, queue=c.route.local.name)
         warnings.append(f"{message} (existing pod: update allowed)")
         fallback = assign_flavors(
@@ -453,7 +491,7 @@ def _decide_pod(c: _Context, live: Usage, operation: str, reservation: str) -> D
         reason="Admitted",
         message=f"{c.subject} admitted to {c.where}",
         warnings=tuple(sorted(set(warnings))),
-        charge=_charge(c.route, c.demand, charged, assignment.flavors, reservation),
+        charge=_charge(c.route, c.demand, charged, assignment.flavors, ""),
         node_selector=_node_labels(c.table, assignment.flavors),
         queue_name=c.route.local.name,
     )
@@ -469,6 +507,37 @@ def _first_flavors(queue: ClusterQueue, charged: _Charged) -> Assignment:
     return Assignment(flavors)
 
 
+def prepare(
+    obj: Mapping[str, Any],
+    state: ClusterState,
+    settings: Settings,
+    placer: Placer | None = None,
+    operation: str = "CREATE",
+) -> Prepared | Decision:
+    """The part of a decision that does not depend on usage (see `Prepared`), or the
+    decision itself when that part already settles it: not managed, invalid (400), a
+    missing object (403), unplaceable, unmapped classes."""
+    if operation == "DELETE":
+        return Decision(True, 200, "NotManaged", "deletions are not checked")
+    try:
+        return _prepare(as_workload(obj), state, settings, placer, operation)
+    except NotFound as exc:
+        kind = "ClaimNotFound" if exc.kind.startswith("ResourceClaim") else "NotFound"
+        return _deny(kind, _sentence(str(exc)))
+    except DraquotaError as exc:
+        return _deny("InvalidObject", _sentence(str(exc)), code=400)
+
+
+def conclude(prepared: Prepared | Decision, usage: Usage) -> Decision:
+    """The quota arithmetic of a prepared decision against `usage` (cheap: no parsing, no
+    placement); a settled decision is returned as it is."""
+    if isinstance(prepared, Decision):
+        return prepared
+    if prepared.workload.kind != "Pod":
+        return _decide_workload(prepared)
+    return _decide_pod(prepared, usage)
+
+
 def decide(
     obj: Mapping[str, Any],
     state: ClusterState,
@@ -476,27 +545,18 @@ def decide(
     settings: Settings,
     placer: Placer | None = None,
     operation: str = "CREATE",
-    reservation: str = "",
 ) -> Decision:
-    """Decide whether a Pod or pod-template workload may be admitted.
+    """Decide whether a Pod or pod-template workload may be admitted: `prepare`, then
+    `conclude` against `usage`.
 
     A Pod is checked against the live `usage` (which its caller, the ledger, hands
-    in without the pod's own record) and gets a charge; a
-    workload is checked against the most its queue could ever hold and gets none.
-    An UPDATE of an existing pod is never denied for quota (that would block its
-    finalizers); it is allowed with a warning. A pod's status and deletion fields
-    are not read: on create the API server resets them, so they never exempt a pod.
+    in without the pod's own record) and gets a charge; a workload is checked
+    against the most its queue could ever hold and gets none. An UPDATE of an
+    existing pod is never denied for quota (that would block its finalizers); it is
+    allowed with a warning. A pod's status and deletion fields are not read: on
+    create the API server resets them, so they never exempt a pod.
     """
-    if operation == "DELETE":
-        return Decision(True, 200, "NotManaged", "deletions are not checked")
-    try:
-        workload = as_workload(obj)
-        return _evaluate(workload, state, usage, settings, placer, operation, reservation)
-    except NotFound as exc:
-        kind = "ClaimNotFound" if exc.kind.startswith("ResourceClaim") else "NotFound"
-        return _deny(kind, _sentence(str(exc)))
-    except DraquotaError as exc:
-        return _deny("InvalidObject", _sentence(str(exc)), code=400)
+    return conclude(prepare(obj, state, settings, placer, operation), usage)
 
 
 def recheck_pod(

@@ -21,7 +21,7 @@ from typing import Any
 from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge
 from quota.claims import claim_references
 from quota.cluster import ClusterState, meta_of
-from quota.decision import Decision, Placer, decide, recheck_pod
+from quota.decision import Decision, Placer, conclude, prepare, recheck_pod
 from quota.errors import DraquotaError
 from quota.livepods import is_live_pod, pod_key, pod_uid
 from quota.settings import Settings
@@ -181,17 +181,24 @@ class Admission:
         key: str = "",
         check: Callable[[Decision], Decision] = lambda d: d,
     ) -> Decision:
+        """Counting and placement first, outside the ledger's lock; under it, only the quota
+        arithmetic against current usage (again after a conflict) and the record's write."""
+        state, settings = self.backend.state, self.settings
+        prepared = prepare(obj, state, settings, self.placer, req.operation)
+        missing = isinstance(prepared, Decision) and prepared.reason in (
+            "ClaimNotFound",
+            "NotFound",
+        )
+        if missing and self._fetch_missing(obj):
+            prepared = prepare(obj, state, settings, self.placer, req.operation)
+        if isinstance(prepared, Decision):
+            return prepared
+
         def evaluate(usage: Usage) -> Decision:
-            decision = decide(
-                obj, self.backend.state, usage, self.settings, self.placer, req.operation
-            )
+            decision = conclude(prepared, usage)
             return check(decision) if decision.allowed else decision
 
-        uid = uid or _digest_id(req.uid)
-        decision = self.ledger.admit(uid, evaluate, dry_run, key)
-        if not decision.allowed and self._fetch_missing(obj):
-            decision = self.ledger.admit(uid, evaluate, dry_run, key)
-        return decision
+        return self.ledger.admit(uid or _digest_id(req.uid), evaluate, dry_run, key)
 
     def _fetch_missing(self, obj: Mapping[str, Any]) -> bool:
         """One GET per claim or template the cache does not hold; True if any was found."""

@@ -16,13 +16,13 @@ from tests.webhook.builders import FLAVOR_LABELS, QUEUE, cluster_state, pod
 from webhook.mutation import escape_pointer, pod_patch
 
 
-def _decide(obj: dict[str, Any], reservation: str = "r-1") -> Decision:
-    return decide(obj, cluster_state(4), Usage(), Settings(), reservation=reservation)
+def _decide(obj: dict[str, Any]) -> Decision:
+    return decide(obj, cluster_state(4), Usage(), Settings())
 
 
-def _mutate(obj: dict[str, Any], reservation: str = "r-1") -> tuple[list[Any], dict[str, Any]]:
+def _mutate(obj: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
     before = copy.deepcopy(obj)
-    ops = pod_patch(obj, _decide(obj, reservation))
+    ops = pod_patch(obj, _decide(obj))
     assert obj == before, "the patch builder must not modify its input"
     return ops, jsonpatch.apply_patch(obj, ops)
 
@@ -39,8 +39,8 @@ def _mutate(obj: dict[str, Any], reservation: str = "r-1") -> tuple[list[Any], d
     ids=["bare", "other-metadata", "explicit-queue", "forged-charge", "conflicting-selector"],
 )
 def test_second_mutation_of_its_own_output_adds_nothing(obj: dict[str, Any]) -> None:
-    _, mutated = _mutate(obj, reservation="first")
-    ops, again = _mutate(mutated, reservation="second")
+    _, mutated = _mutate(obj)
+    ops, again = _mutate(mutated)
     assert ops == []
     assert again == mutated
 
@@ -55,14 +55,11 @@ def test_explicit_queue_label_is_left_alone() -> None:
     assert mutated["metadata"]["labels"] == {QUEUE_LABEL: "user-queue"}
 
 
-def test_charge_annotation_records_the_recomputed_charge_and_the_reservation() -> None:
-    _, mutated = _mutate(pod(templates=("one-gpu", "one-gpu")), reservation="uid-7")
+def test_charge_annotation_records_the_recomputed_charge_for_people_to_read() -> None:
+    _, mutated = _mutate(pod(templates=("one-gpu", "one-gpu")))
     charge = Charge.from_annotation(mutated["metadata"]["annotations"][CHARGE_ANNOTATION], "pod")
-    assert (charge.cluster_queue, charge.usage, charge.reservation) == (
-        QUEUE,
-        {"gpu": 2},
-        "uid-7",
-    )
+    # no reservation id: the record is kept by pod UID where users cannot write
+    assert (charge.cluster_queue, charge.usage, charge.reservation) == (QUEUE, {"gpu": 2}, "")
 
 
 def test_forged_charge_annotation_is_replaced() -> None:

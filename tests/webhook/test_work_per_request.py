@@ -31,7 +31,7 @@ def _template(name: str) -> dict[str, Any]:
     return {**template, "metadata": {"name": name, "namespace": "team-a"}}
 
 
-def test_a_validate_decides_once_and_parses_each_claim_once(
+def test_a_validate_prepares_and_concludes_once_and_parses_each_claim_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     objects = [
@@ -50,11 +50,15 @@ def test_a_validate_decides_once_and_parses_each_claim_once(
     obj["metadata"]["uid"] = "uid-p"
 
     decisions: list[str] = []
-    real_decide = admit_module.decide
+    real_prepare, real_conclude = admit_module.prepare, admit_module.conclude
 
-    def counting_decide(*args: Any, **kwargs: Any) -> Any:
-        decisions.append("decide")
-        return real_decide(*args, **kwargs)
+    def counting_prepare(*args: Any, **kwargs: Any) -> Any:
+        decisions.append("prepare")
+        return real_prepare(*args, **kwargs)
+
+    def counting_conclude(*args: Any, **kwargs: Any) -> Any:
+        decisions.append("conclude")
+        return real_conclude(*args, **kwargs)
 
     parsed: list[str] = []
     real_parse = claims_module.claim_spec_of
@@ -63,11 +67,12 @@ def test_a_validate_decides_once_and_parses_each_claim_once(
         parsed.append(obj["metadata"]["name"])
         return real_parse(obj)
 
-    monkeypatch.setattr(admit_module, "decide", counting_decide)
+    monkeypatch.setattr(admit_module, "prepare", counting_prepare)
+    monkeypatch.setattr(admit_module, "conclude", counting_conclude)
     monkeypatch.setattr(claims_module, "claim_spec_of", counting_parse)
     for name in ("fresh-a", "fresh-b"):  # new objects: nothing parsed before this request
         state.upsert(_template(name))
     answer = client.post("/validate", content=orjson.dumps(review(obj))).json()["response"]
     assert answer["allowed"], answer
-    assert decisions == ["decide"]
+    assert decisions == ["prepare", "conclude"]
     assert sorted(parsed) == ["fresh-a", "fresh-b"]
