@@ -44,11 +44,11 @@ import httpx  # noqa: E402
 import jsonpatch  # noqa: E402
 import orjson  # noqa: E402
 import yaml  # noqa: E402
+from scale_cluster import Size, new_pod, workload  # noqa: E402
 
 from certs.files import write_material  # noqa: E402
 from certs.rotation import issue  # noqa: E402
 from certs.serving import ServingSpec  # noqa: E402
-from scale_cluster import Size, new_pod, workload  # noqa: E402
 
 PYTHON = sys.executable
 LIFETIME = 1800.0  # the fake API subprocess exits by itself after this many seconds
@@ -416,7 +416,7 @@ def report(results: list[dict[str, Any]]) -> str:
     if len(results) > 1:
         first, last = results[0], results[-1]
         growth = last["admission"]["p50_ms"] / max(first["admission"]["p50_ms"], 1e-9)
-        lines.append(f"\nadmission p50 growth {first['pods']} → {last['pods']} pods: {growth:.2f}×")
+        lines.append(f"\nadmission p50 growth {first['pods']} → {last['pods']} pods: {growth:.2f}x")
     return "\n".join(lines)
 
 
@@ -428,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle", type=float, default=60.0, help="seconds idle after ready")
     parser.add_argument("--kubeconfig", type=Path, help="a real control plane, populated")
     parser.add_argument("--no-placement", action="store_true")
-    parser.add_argument("--profile", type=Path, help="py-spy collapsed stacks of the replica under load")
+    parser.add_argument("--profile", type=Path, help="py-spy stacks of the replica")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--fake-api", type=_size, help=argparse.SUPPRESS)
     parser.add_argument("--port-file", type=Path, help=argparse.SUPPRESS)
