@@ -185,6 +185,27 @@ def test_indexed_usage_and_its_overlay_agree_with_plain_usage(
     assert overlay.holders() == plain_copy.holders()
 
 
+@settings(max_examples=150, deadline=None)
+@given(base_ops=_ops, later_ops=_ops)
+def test_indexed_usage_snapshot_agrees_and_is_independent(
+    base_ops: list[tuple[str, str, Charge]], later_ops: list[tuple[str, str, Charge]]
+) -> None:
+    plain, indexed = Usage(), IndexedUsage()
+    _replay(plain, base_ops)
+    _replay(indexed, base_ops)
+    snapshot = indexed.snapshot()
+    frozen = {q: plain.of(q) for q in ("q1", "q2")}
+    _replay(indexed, later_ops)  # the base moves on; the snapshot must not
+    for queue in ("q1", "q2"):
+        assert snapshot.of(queue) == frozen[queue]
+        assert snapshot.shared_claims(queue) == plain.shared_claims(queue)
+    assert snapshot.holders() == plain.holders()
+    _replay(snapshot, later_ops)  # and the snapshot, changed, indexes like a fresh one
+    _replay(plain, later_ops)
+    for queue in ("q1", "q2"):
+        assert snapshot.of(queue) == plain.of(queue) == indexed.of(queue)
+
+
 def _write(path: Path, objects: list[dict[str, Any]]) -> None:
     path.write_text(yaml.safe_dump_all(objects), encoding="utf-8")
 
@@ -271,6 +292,39 @@ def test_claim_changes_recharge_only_the_pods_using_them(monkeypatch: pytest.Mon
     state.upsert({**template, "metadata": {"name": "unused", "namespace": "team-a"}})
     assert ledger.usage().of(QUEUE) == {GPU: 100}
     assert charged == ["p-0"]
+
+
+def test_namespace_and_local_queue_changes_recharge_only_that_namespace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    state = cluster_state(gpus=1000)
+    state.upsert({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b"}})
+    queue = next(o for o in cluster_objects() if o["kind"] == "LocalQueue")
+    other = {**queue, "metadata": {**queue["metadata"], "namespace": "team-b"}}
+    state.upsert(other)
+    template = next(o for o in cluster_objects() if o["kind"] == "ResourceClaimTemplate")
+    state.upsert({**template, "metadata": {**template["metadata"], "namespace": "team-b"}})
+    for i in range(20):
+        state.upsert(pod(f"a-{i}"))
+        state.upsert(pod(f"b-{i}", namespace="team-b"))
+    ledger = MemoryLedger(state, Settings())
+    assert ledger.usage().of(QUEUE) == {GPU: 40}
+    charged: list[str] = []
+    real = podusage_module.live_pod_charge
+
+    def counting(obj: Any, *args: Any) -> Any:
+        charged.append(obj["metadata"]["name"])
+        return real(obj, *args)
+
+    monkeypatch.setattr(podusage_module, "live_pod_charge", counting)
+    state.upsert({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b",
+                  "labels": {"tier": "batch"}}})  # fmt: skip
+    assert ledger.usage().of(QUEUE) == {GPU: 40}
+    assert sorted(charged) == sorted(f"b-{i}" for i in range(20))
+    charged.clear()
+    state.remove("LocalQueue", "team-b", other["metadata"]["name"])  # team-b's pods: unmanaged
+    assert ledger.usage().of(QUEUE) == {GPU: 20}
+    assert sorted(charged) == sorted(f"b-{i}" for i in range(20))
 
 
 def test_records_survive_a_recharge_of_every_pod() -> None:

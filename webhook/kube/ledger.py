@@ -46,7 +46,6 @@ from webhook.kube.reservations import (
     ledger_object,
     shard_index,
     shard_name,
-    shards_of,
 )
 from webhook.kube.resources import QUOTA_LEDGER
 from webhook.podusage import PodUsage
@@ -104,6 +103,10 @@ class ClusterLedger:
         self._holders: dict[str, set[str]] = {}  # uid -> names of the shards holding it
         self._first_seen: dict[str, float] = {}  # uid -> when this replica first saw its record
         self._waiting: dict[str, float] = {}  # first_seen of reservations, oldest first
+        # uids whose record may be droppable: loaded or changed records, records whose pod
+        # left, reservations that ran out. The reconciler checks only these, so a pass costs
+        # O(changes since the last pass), not O(records).
+        self._candidates: set[str] = set()
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._reconciler = Periodic(
@@ -206,15 +209,24 @@ class ClusterLedger:
         """One pass: delete records of pods that left and of pods that never came."""
         with self._view_lock:
             self._sync()
-            drop = {uid for uid in self._records if self._droppable(uid)}
-        if not drop:
-            return 0
+            drop = self._droppable_candidates()
+            names = {n for uid in drop for n in self._holders.get(uid, ())}
         dropped = 0
-        for shards in shards_of(self.state.list(QUOTA_LEDGER.kind)).values():
-            for shard in shards:
-                if any(e.id in drop for e in shard.entries):
-                    dropped += self._rewrite(shard.name, lambda e: e.id in drop)
+        for name in sorted(n for n in names if shard_index(n) is not None):
+            # only the shards holding a record to drop are read and rewritten
+            dropped += self._rewrite(name, lambda e: e.id in drop)
         return dropped
+
+    def _droppable_candidates(self) -> set[str]:
+        """The candidates to drop now; those that will never be (their pod holds them, or the
+        record is gone) leave the set, unexpired reservations stay for the next pass."""
+        drop: set[str] = set()
+        for uid in list(self._candidates):
+            if uid not in self._records or self._pods.holds(uid):
+                self._candidates.discard(uid)  # a pod that later leaves adds it back
+            elif self._droppable(uid):
+                drop.add(uid)  # stays a candidate until its record is gone from the view
+        return drop
 
     def _droppable(self, uid: str) -> bool:
         if self._pods.holds(uid):
@@ -258,6 +270,7 @@ class ClusterLedger:
     def _sync(self) -> None:
         """Bring pod usage and records up to date (under the view lock)."""
         self._pods.sync()
+        self._candidates.update(self._pods.drain_departed())
         revision = self.state.revision(QUOTA_LEDGER.kind)[0]
         if revision != self._records_revision:
             self._load_records(self._records_revision)
@@ -269,6 +282,7 @@ class ClusterLedger:
                 break
             del self._waiting[uid]
             self._pods.unreserve(uid)
+            self._candidates.add(uid)
 
     def _load_records(self, since: int) -> None:
         """Apply the shards changed since revision `since` (all of them after a relist)."""
@@ -305,6 +319,7 @@ class ClusterLedger:
                 continue
             old = self._records.get(uid)
             self._records[uid] = entry
+            self._candidates.add(uid)
             if old is not None and old.charge == entry.charge:
                 continue
             charge = entry.parsed_charge()

@@ -225,6 +225,34 @@ def test_record_stays_while_its_pod_lives_and_goes_when_it_is_deleted(
     assert ledger_entries(api) == []
 
 
+def test_reconciling_checks_only_records_that_changed_or_lost_their_pod(
+    api: FakeApiServer, client: KubeClient, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for obj in cluster_objects(100, None):
+        api.create(obj)
+    instance = start_instance(client, clock, LedgerOptions(reconcile_interval=3600))
+    try:
+        for i in range(8):
+            assert admit(instance, f"u{i}", f"p{i}").allowed
+            create_pod(api, f"p{i}", f"u{i}")
+        eventually(lambda: len(instance.backend.state.list("Pod")) == 8)
+        checked: list[str] = []
+        droppable = instance.ledger._droppable
+        monkeypatch.setattr(
+            instance.ledger, "_droppable", lambda u: checked.append(u) or droppable(u)
+        )
+        assert instance.ledger.reconcile() == 0  # every record is held by its pod: pruned
+        assert instance.ledger.reconcile() == 0
+        assert checked == []
+        api.delete("Pod", NAMESPACE, "p3")
+        eventually(lambda: instance.backend.state.get("Pod", NAMESPACE, "p3") is None)
+        assert instance.ledger.reconcile() == 1
+        assert checked == ["u3"]
+        assert sorted(e.id for e in ledger_entries(api)) == [f"u{i}" for i in range(8) if i != 3]
+    finally:
+        instance.backend.stop()
+
+
 def test_a_full_shard_is_sealed_and_the_next_one_takes_new_records(
     api: FakeApiServer, client: KubeClient, clock: Clock
 ) -> None:
