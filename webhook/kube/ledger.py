@@ -268,13 +268,21 @@ class ClusterLedger:
         return Shard(name, tuple(entries.values()), sealed, version)
 
     def _sync(self) -> None:
-        """Bring pod usage and records up to date (under the view lock)."""
-        self._pods.sync()
-        self._candidates.update(self._pods.drain_departed())
+        """Bring pod usage and records up to date (under the view lock).
+
+        Records first: a pod is then charged once, with its record (on start, or after a
+        relist, that halves the work; a pod with a record also skips the flavor search). A
+        new record's reservation is taken after the pods, so that the record of a pod
+        already cached never counts a second time, not even for a moment."""
         revision = self.state.revision(QUOTA_LEDGER.kind)[0]
+        reservations: dict[str, Charge] = {}
         if revision != self._records_revision:
-            self._load_records(self._records_revision)
+            reservations = self._load_records(self._records_revision)
             self._records_revision = revision
+        self._pods.sync()
+        for uid, charge in reservations.items():
+            self._pods.reserve(uid, charge)  # a no-op for a pod cached or gone
+        self._candidates.update(self._pods.drain_departed())
         now = self.clock()
         while self._waiting:  # oldest first: stop at the first one still in time
             uid, seen = next(iter(self._waiting.items()))
@@ -284,8 +292,9 @@ class ClusterLedger:
             self._pods.unreserve(uid)
             self._candidates.add(uid)
 
-    def _load_records(self, since: int) -> None:
-        """Apply the shards changed since revision `since` (all of them after a relist)."""
+    def _load_records(self, since: int) -> dict[str, Charge]:
+        """Apply the shards changed since revision `since` (all of them after a relist); the
+        reservations to take for the new records."""
         changed = self.state.changed_since(QUOTA_LEDGER.kind, since)
         if changed is None:  # first load, or a relist: compare every shard
             names = set(self._shards)
@@ -306,6 +315,7 @@ class ClusterLedger:
                     holders = self._holders.setdefault(uid, set())
                     (holders.add if uid in fresh else holders.discard)(name)
         changes: dict[str, Charge | None] = {}
+        reservations: dict[str, Charge] = {}
         now = self.clock()
         for uid in touched:
             entry = self._winner(uid)
@@ -327,8 +337,9 @@ class ClusterLedger:
             if uid not in self._first_seen:
                 self._first_seen[uid] = self._waiting[uid] = now
             if charge is not None and not self._expired(uid):
-                self._pods.reserve(uid, charge)
+                reservations[uid] = charge
         self._pods.update_records(changes)
+        return reservations
 
     def _winner(self, uid: str) -> Reservation | None:
         """The entry of the highest shard holding `uid` (a resize writes a newer one)."""
