@@ -17,6 +17,7 @@ import heapq
 import logging
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from quota.charge import Charge
 from quota.claims import claim_references
@@ -50,6 +51,26 @@ CHARGE_KINDS = CONFIG_KINDS + CLAIM_KINDS
 _Ref = tuple[str, str | None, str]
 # how long the UID of a pod that stopped holding quota is remembered
 GONE_MEMORY_SECONDS = 600.0
+
+
+def _same_pod(old: Obj | None, new: Obj) -> bool:
+    """The same object, or the same version of it (the API server's resourceVersion changes
+    with every write, so equal versions of one UID are equal pods)."""
+    if old is None:
+        return False
+    if old is new:
+        return True
+    version = _metadata(new).get("resourceVersion")
+    return (
+        bool(version)
+        and version == _metadata(old).get("resourceVersion")
+        and pod_uid(old) == pod_uid(new)
+    )
+
+
+def _metadata(obj: Obj) -> Mapping[str, Any]:
+    metadata = obj.get("metadata")
+    return metadata if isinstance(metadata, Mapping) else {}
 
 
 class PodUsage:
@@ -224,7 +245,8 @@ class PodUsage:
                 self._charge(user, pod)
 
     def _pod_changed(self, key: str, pod: Obj | None) -> None:
-        if pod is not None and self._pods.get(key) is pod:
+        if pod is not None and _same_pod(self._pods.get(key), pod):
+            self._pods[key] = pod  # a relist's copy of an unchanged pod: nothing to recharge
             return
         self._forget(key, still=pod_uid(pod) if pod is not None else "")
         if pod is None:

@@ -16,7 +16,7 @@ from quota.cluster import JOURNAL_LENGTH
 from quota.decision import Decision, decide
 from quota.settings import Settings
 from quota.usage import Usage
-from tests.webhook.builders import QUEUE, cluster_objects, cluster_state, pod
+from tests.webhook.builders import QUEUE, TEMPLATE, cluster_objects, cluster_state, pod
 from webhook import podusage as podusage_module
 from webhook.backend import MemoryLedger, StateDirBackend, valid_reservation_id
 from webhook.usageindex import IndexedUsage
@@ -325,6 +325,33 @@ def test_namespace_and_local_queue_changes_recharge_only_that_namespace(
     state.remove("LocalQueue", "team-b", other["metadata"]["name"])  # team-b's pods: unmanaged
     assert ledger.usage().of(QUEUE) == {GPU: 20}
     assert sorted(charged) == sorted(f"b-{i}" for i in range(20))
+
+
+def test_a_relist_recharges_only_pods_whose_version_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def versioned(name: str, version: str, gpus: int = 1) -> dict[str, Any]:
+        obj = pod(name, templates=(TEMPLATE,) * gpus)
+        obj["metadata"].update(uid=f"uid-{name}", resourceVersion=version)
+        return obj
+
+    state = cluster_state(gpus=1000)
+    state.replace_kind("Pod", [versioned(f"p-{i}", "1") for i in range(50)])
+    ledger = MemoryLedger(state, Settings())
+    assert ledger.usage().of(QUEUE) == {GPU: 50}
+    charged: list[str] = []
+    real = podusage_module.live_pod_charge
+
+    def counting(obj: Any, *args: Any) -> Any:
+        charged.append(obj["metadata"]["name"])
+        return real(obj, *args)
+
+    monkeypatch.setattr(podusage_module, "live_pod_charge", counting)
+    relisted = [versioned(f"p-{i}", "1") for i in range(50)]
+    relisted[7] = versioned("p-7", "2", gpus=2)  # p-7 changed: two GPUs now
+    state.replace_kind("Pod", relisted)  # new objects, as after a 410 Gone
+    assert ledger.usage().of(QUEUE) == {GPU: 51}
+    assert charged == ["p-7"]
 
 
 def test_records_survive_a_recharge_of_every_pod() -> None:

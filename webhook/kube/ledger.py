@@ -109,6 +109,9 @@ class ClusterLedger:
         self._candidates: set[str] = set()
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        self._warm = threading.Event()
+        self._stopping = threading.Event()
+        self._warmer: threading.Thread | None = None
         self._reconciler = Periodic(
             "ledger", options.reconcile_interval, self.reconcile, lambda: backend.ready()[0]
         )
@@ -200,10 +203,32 @@ class ClusterLedger:
     # -- reconciler ------------------------------------------------------------------
 
     def start(self) -> None:
+        self._stopping.clear()
+        self._warmer = threading.Thread(target=self._warm_up, name="ledger-warm-up", daemon=True)
+        self._warmer.start()
         self._reconciler.start()
 
     def stop(self) -> None:
+        self._stopping.set()
         self._reconciler.stop()
+        if self._warmer is not None:
+            self._warmer.join(5)
+
+    def warming(self) -> str:
+        """Why this ledger is not ready to decide yet ("" once it is)."""
+        return "" if self._warm.is_set() else "loading admission records and live pod usage"
+
+    def _warm_up(self) -> None:
+        """Load records and charge every pod once the caches have synced, before readiness:
+        at 100,000 pods that takes tens of seconds, which no admission should wait for."""
+        caches_ready = getattr(self.backend, "caches_ready", self.backend.ready)
+        while not self._stopping.is_set():
+            if caches_ready()[0]:
+                with self._view_lock:
+                    self._sync()
+                self._warm.set()
+                return
+            self._stopping.wait(0.05)
 
     def reconcile(self) -> int:
         """One pass: delete records of pods that left and of pods that never came."""

@@ -235,3 +235,33 @@ def test_fetch_gives_up_after_its_short_timeout(api: FakeApiServer, client: Kube
     finally:
         api.latency = 0.0
         kube.stop()
+
+
+class _Warming:
+    """A component attached to the backend that is still loading."""
+
+    def __init__(self) -> None:
+        self.reason = "loading admission records and live pod usage"
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def warming(self) -> str:
+        return self.reason
+
+
+def test_not_ready_until_attached_components_warmed_up(
+    api: FakeApiServer, backend: KubeBackend
+) -> None:
+    for obj in cluster_objects(4):
+        api.create(obj)
+    component = _Warming()
+    backend.attach(component)
+    backend.start()
+    eventually(lambda: backend.caches_ready()[0])
+    assert backend.ready() == (False, component.reason)
+    component.reason = ""
+    assert backend.ready() == (True, "")

@@ -109,6 +109,24 @@ def test_allowed_admission_is_recorded_by_pod_uid(api: FakeApiServer, one: Insta
     assert one.ledger.usage().of(QUEUE) == {GPU: 1}
 
 
+def test_the_ledger_has_loaded_records_and_pods_when_the_backend_is_ready(
+    api: FakeApiServer, client: KubeClient, clock: Clock
+) -> None:
+    for obj in cluster_objects(2, None):
+        api.create(obj)
+    create_pod(api, "p0", "uid-0")
+    backend = KubeBackend(client, FAST)
+    ledger = ClusterLedger(client, backend, Settings(), LedgerOptions(reconcile_interval=3600))
+    assert ledger.warming()
+    backend.start()
+    try:
+        assert backend.wait_until_ready(10), backend.ready()
+        assert ledger.warming() == ""
+        assert ledger._pods.usage.of(QUEUE) == {GPU: 1}  # charged already, not on first use
+    finally:
+        backend.stop()
+
+
 def test_cohort_queues_share_one_ledger(
     api: FakeApiServer, client: KubeClient, clock: Clock
 ) -> None:
