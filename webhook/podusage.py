@@ -286,6 +286,7 @@ class PodUsage:
         self.unrecorded.discard(key)
 
     def _left(self, uid: str) -> None:
+        self._gone.pop(uid, None)  # re-inserted at the end: the dict stays oldest first
         self._gone[uid] = self._wall()
         if uid in self._records:
             self._departed.append(uid)
@@ -322,8 +323,10 @@ class PodUsage:
                 self._charge(key, pod)
 
     def _forget_gone(self) -> None:
-        if len(self._gone) < 1024:
-            return
+        """Forget UIDs gone longer than GONE_MEMORY_SECONDS, oldest first: O(forgotten)."""
         horizon = self._wall() - GONE_MEMORY_SECONDS
-        for uid in [u for u, at in self._gone.items() if at < horizon]:
+        while self._gone:
+            uid, at = next(iter(self._gone.items()))
+            if at >= horizon:
+                return
             del self._gone[uid]

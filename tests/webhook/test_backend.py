@@ -366,3 +366,22 @@ def test_records_survive_a_recharge_of_every_pod() -> None:
     state.upsert({**template, "metadata": {**template["metadata"], "labels": {"x": "y"}}})
     assert set(ledger.records()) == {"uid-a"}
     assert ledger.usage().of(QUEUE) == {GPU: 2}
+
+
+def test_gone_pods_are_remembered_for_a_while_then_forgotten_oldest_first() -> None:
+    clock = Clock()
+    state = cluster_state(gpus=10)
+    for name in ("old", "new"):
+        obj = pod(name)
+        obj["metadata"]["uid"] = f"uid-{name}"
+        state.upsert(obj)
+    usage = podusage_module.PodUsage(state, Settings(), wall=clock)
+    state.remove("Pod", "team-a", "old")
+    usage.sync()
+    clock.now += podusage_module.GONE_MEMORY_SECONDS / 2
+    state.remove("Pod", "team-a", "new")
+    usage.sync()
+    assert usage.gone("uid-old") and usage.gone("uid-new")
+    clock.now += podusage_module.GONE_MEMORY_SECONDS / 2 + 1
+    usage.sync()
+    assert (usage.gone("uid-old"), usage.gone("uid-new")) == (False, True)

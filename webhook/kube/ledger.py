@@ -101,6 +101,7 @@ class ClusterLedger:
         # shard name -> (uid -> entry, sealed, resourceVersion) as this view loaded it
         self._shards: dict[str, tuple[dict[str, Reservation], bool, str]] = {}
         self._holders: dict[str, set[str]] = {}  # uid -> names of the shards holding it
+        self._bases: dict[str, set[str]] = {}  # ledger base -> names of its loaded shards
         self._first_seen: dict[str, float] = {}  # uid -> when this replica first saw its record
         self._waiting: dict[str, float] = {}  # first_seen of reservations, oldest first
         # uids whose record may be droppable: loaded or changed records, records whose pod
@@ -283,7 +284,7 @@ class ClusterLedger:
     def _active(self, base: str) -> Shard:
         """The shard of `base` new records go to, as this view has it: the highest one loaded,
         or the one after it when that is sealed (a new shard 0 when none is loaded)."""
-        names = [n for n in self._shards if n.rsplit("-", 1)[0] == base]
+        names = self._bases.get(base)
         if not names:
             return Shard(shard_name(base, 0))
         name = max(names, key=lambda n: Shard(n).index)
@@ -332,8 +333,11 @@ class ClusterLedger:
             shard = Shard.of(obj) if obj is not None else None
             fresh = {e.id: e for e in shard.entries} if shard is not None else {}
             old = self._shards.pop(name, ({}, False, ""))[0]
+            base = self._bases.setdefault(name.rsplit("-", 1)[0], set())
+            base.discard(name)
             if shard is not None and shard_index(name) is not None:
                 self._shards[name] = (fresh, shard.sealed, shard.resource_version)
+                base.add(name)
             for uid in old.keys() | fresh.keys():
                 if old.get(uid) != fresh.get(uid):
                     touched.add(uid)
