@@ -128,7 +128,13 @@ class Informer:
     def _typed(self, obj: dict[str, Any]) -> dict[str, Any]:
         obj.setdefault("kind", self.resource.kind)
         obj.setdefault("apiVersion", self.resource.api_version)
-        return trimmed_pod(obj) if self.resource.kind == "Pod" else obj
+        if self.resource.kind == "Pod":
+            return trimmed_pod(obj)
+        metadata = obj.get("metadata")
+        if isinstance(metadata, dict):
+            # Who wrote which field: often a third of a real object, and no decision reads it.
+            metadata.pop("managedFields", None)
+        return obj
 
     def _list(self) -> str:
         items: list[dict[str, Any]] = []

@@ -265,3 +265,18 @@ def test_not_ready_until_attached_components_warmed_up(
     assert backend.ready() == (False, component.reason)
     component.reason = ""
     assert backend.ready() == (True, "")
+
+
+def test_caches_keep_no_managed_fields(api: FakeApiServer, backend: KubeBackend) -> None:
+    managed = [{"manager": "kubectl", "operation": "Apply", "fieldsType": "FieldsV1"}]
+    for obj in cluster_objects(4):
+        obj["metadata"]["managedFields"] = managed
+        api.create(obj)
+    backend.start()
+    assert backend.wait_until_ready(10), backend.ready()
+    template = backend.state.get("ResourceClaimTemplate", NAMESPACE, TEMPLATE)
+    queue = backend.state.get("ClusterQueue", None, "gpus")
+    assert template is not None and queue is not None
+    assert "managedFields" not in template["metadata"]
+    assert "managedFields" not in queue["metadata"]
+    assert template["spec"] == api.objects("ResourceClaimTemplate")[0]["spec"]
