@@ -358,6 +358,8 @@ def _measure(args: argparse.Namespace, size: Size, work: Path, api_url: str) -> 
         "--cert-dir", str(certs), "--host", "127.0.0.1", "--port", str(port),
         "--log-level", "WARNING",
     ]  # fmt: skip
+    if args.config:
+        command += ["--config", str(args.config)]
     context = ssl.create_default_context(cafile=str(certs / "ca.crt"))
     log = work / "draquota.log"
     with _process(command, log) as process:
@@ -427,6 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--idle", type=float, default=60.0, help="seconds idle after ready")
     parser.add_argument("--kubeconfig", type=Path, help="a real control plane, populated")
+    parser.add_argument("--config", type=Path, help="draquota's config file (e.g. placement: Off)")
     parser.add_argument("--no-placement", action="store_true")
     parser.add_argument("--profile", type=Path, help="py-spy stacks of the replica")
     parser.add_argument("--json", action="store_true")
