@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 from pathlib import Path
 from typing import Any
@@ -385,3 +386,32 @@ def test_gone_pods_are_remembered_for_a_while_then_forgotten_oldest_first() -> N
     clock.now += podusage_module.GONE_MEMORY_SECONDS / 2 + 1
     usage.sync()
     assert (usage.gone("uid-old"), usage.gone("uid-new")) == (False, True)
+
+
+def test_pods_charged_alike_share_one_charge_object() -> None:
+    state = cluster_state(gpus=100)
+    for i in range(10):
+        state.upsert(pod(f"p-{i}"))
+    usage = podusage_module.PodUsage(state, Settings())
+    charges = [usage.usage.charge_of(f"team-a/p-{i}") for i in range(10)]
+    assert charges[0] is not None
+    assert all(charge is charges[0] for charge in charges)
+
+
+def test_the_charge_cache_parses_a_record_once_and_forgets_charges_nobody_holds() -> None:
+    cache = podusage_module.ChargeCache()
+    text = Charge("q1", "ns/lq", {"gpu": "f1"}, {"gpu": 1}).to_annotation()
+    parses: list[str] = []
+
+    def parse() -> Charge:
+        parses.append(text)
+        return Charge.from_annotation(text, "test")
+
+    held = cache.parsed(text, parse)
+    assert cache.parsed(text, parse) is held
+    assert cache.shared(Charge.from_annotation(text, "test")) is held
+    assert len(parses) == 1
+    del held
+    gc.collect()
+    cache.parsed(text, parse)
+    assert len(parses) == 2

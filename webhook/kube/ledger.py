@@ -361,7 +361,7 @@ class ClusterLedger:
             self._candidates.add(uid)
             if old is not None and old.charge == entry.charge:
                 continue
-            charge = entry.parsed_charge()
+            charge = self._pods.charges.parsed(entry.charge, entry.parsed_charge)
             changes[uid] = charge
             if uid not in self._first_seen:
                 self._first_seen[uid] = self._waiting[uid] = now
