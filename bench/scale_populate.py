@@ -157,7 +157,7 @@ def populate(kubeconfig: Path, size: Size) -> None:
             "apply",
             "-f",
             str(ROOT / "manifests/base/crds"),
-        ],  # noqa: E501
+        ],
         check=True,
         capture_output=True,
         timeout=120,
