@@ -160,6 +160,15 @@ class ClusterLedger:
         delay = self.options.retry_delay
         with self._lock_for(base):
             for _ in range(self.options.max_attempts):
+                if shard is not None and self._moved(base, shard):
+                    # Another admission of this replica wrote the shard since this decision
+                    # read it (the view holds that write already): decide again on the view,
+                    # without a GET or a pause. The write below still carries the version.
+                    decision, shard = self._decide(evaluate, uid, pod, existing)
+                    if not decision.allowed or decision.charge is None:
+                        return decision
+                    if ledger_base(self.state, decision.charge.cluster_queue) != base:
+                        return _fail_closed(decision, base, "the queue's cohort changed")
                 if shard is None or shard.sealed:  # the view is behind: read, then decide again
                     try:
                         self._read_active(base)
@@ -280,6 +289,13 @@ class ClusterLedger:
             if decision.charge is None:
                 return decision, None
             return decision, self._active(ledger_base(self.state, decision.charge.cluster_queue))
+
+    def _moved(self, base: str, shard: Shard) -> bool:
+        """The view's active shard of `base` is no longer the one a decision saw."""
+        with self._view_lock:
+            self._sync()
+            current = self._active(base)
+        return (current.name, current.resource_version) != (shard.name, shard.resource_version)
 
     def _active(self, base: str) -> Shard:
         """The shard of `base` new records go to, as this view has it: the highest one loaded,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -267,6 +268,33 @@ def test_reconciling_checks_only_records_that_changed_or_lost_their_pod(
         assert instance.ledger.reconcile() == 1
         assert checked == ["u3"]
         assert sorted(e.id for e in ledger_entries(api)) == [f"u{i}" for i in range(8) if i != 3]
+    finally:
+        instance.backend.stop()
+
+
+def test_one_replica_never_conflicts_with_itself(
+    api: FakeApiServer, client: KubeClient, clock: Clock
+) -> None:
+    for obj in cluster_objects(1000, None):
+        api.create(obj)
+    instance = start_instance(client, clock, LedgerOptions(reconcile_interval=3600))
+    try:
+        assert admit(instance, "u-first", "first").allowed  # creates the shard
+        barrier = threading.Barrier(6)
+
+        def worker(index: int) -> None:
+            barrier.wait()
+            for j in range(5):
+                assert admit(instance, f"u-{index}-{j}", f"p-{index}-{j}").allowed
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert len(ledger_entries(api)) == 31
+        # the cohort lock orders this replica's writes: none may be refused as stale
+        assert instance.ledger.conflicts == 0
     finally:
         instance.backend.stop()
 
