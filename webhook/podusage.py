@@ -3,8 +3,9 @@
 Each live pod is charged by `quota.livepods.live_pod_charge` with its admission
 record (looked up by UID in the records its ledger hands in). The index follows
 the view's change journal: a changed pod is recharged alone, a changed claim or
-template recharges the pods that read it, a change to queues or classes
-recharges everything. A deleted pod that is still terminating keeps its charge
+template recharges the pods that read it, a changed Namespace or LocalQueue
+recharges the pods of its namespace, a change to ClusterQueues, flavors or
+classes recharges everything. A deleted pod that is still terminating keeps its charge
 until `deletionTimestamp + grace`, when a timer recharges it to nothing.
 
 Not thread-safe: the ledger that owns it calls it under its lock.
@@ -15,7 +16,9 @@ from __future__ import annotations
 import heapq
 import logging
 import time
+import weakref
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from quota.charge import Charge
 from quota.claims import claim_references
@@ -25,12 +28,24 @@ from quota.livepods import is_live_pod, live_pod_charge, pod_key, pod_uid, relea
 from quota.settings import Settings
 from webhook.usageindex import IndexedUsage
 
-__all__ = ["CHARGE_KINDS", "CLAIM_KINDS", "CONFIG_KINDS", "PodUsage"]
+__all__ = [
+    "CHARGE_KINDS",
+    "CLAIM_KINDS",
+    "CONFIG_KINDS",
+    "GLOBAL_KINDS",
+    "NAMESPACE_KINDS",
+    "ChargeCache",
+    "PodUsage",
+]
 
 log = logging.getLogger("draquota.usage")
 
 # Kinds every pod's charge depends on: a change to one of them recharges every pod.
-CONFIG_KINDS = ("ClusterQueue", "LocalQueue", "ResourceFlavor", "Namespace", "DeviceClass")
+GLOBAL_KINDS = ("ClusterQueue", "ResourceFlavor", "DeviceClass")
+# Kinds a pod's charge reads only in its own namespace (its LocalQueue; the namespace's labels
+# a ClusterQueue's namespaceSelector matches): a change recharges the pods of that namespace.
+NAMESPACE_KINDS = ("LocalQueue", "Namespace")
+CONFIG_KINDS = GLOBAL_KINDS + NAMESPACE_KINDS
 # Kinds a pod's charge depends on through its own claims: a change recharges the pods using them.
 CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
 CHARGE_KINDS = CONFIG_KINDS + CLAIM_KINDS
@@ -38,6 +53,56 @@ CHARGE_KINDS = CONFIG_KINDS + CLAIM_KINDS
 _Ref = tuple[str, str | None, str]
 # how long the UID of a pod that stopped holding quota is remembered
 GONE_MEMORY_SECONDS = 600.0
+
+
+def _same_pod(old: Obj | None, new: Obj) -> bool:
+    """The same object, or the same version of it (the API server's resourceVersion changes
+    with every write, so equal versions of one UID are equal pods)."""
+    if old is None:
+        return False
+    if old is new:
+        return True
+    version = _metadata(new).get("resourceVersion")
+    return (
+        bool(version)
+        and version == _metadata(old).get("resourceVersion")
+        and pod_uid(old) == pod_uid(new)
+    )
+
+
+def _metadata(obj: Obj) -> Mapping[str, Any]:
+    metadata = obj.get("metadata")
+    return metadata if isinstance(metadata, Mapping) else {}
+
+
+class ChargeCache:
+    """One Charge object per distinct charge, by its annotation text, while anything holds it.
+
+    Pods stamped from one template are charged alike: 100,000 pods hold a few hundred
+    distinct charges, and one object each (about 1 KB) instead of one per pod and one per
+    record saves about 200 MiB at that size. Entries go when no pod or record holds them.
+    """
+
+    def __init__(self) -> None:
+        self._by_text: weakref.WeakValueDictionary[str, Charge] = weakref.WeakValueDictionary()
+
+    def parsed(self, text: str, parse: Callable[[], Charge | None]) -> Charge | None:
+        """The charge an annotation text records (`parse` runs only for a text not held)."""
+        found = self._by_text.get(text)
+        if found is None:
+            found = parse()
+            if found is not None:
+                self._by_text[text] = found
+        return found
+
+    def shared(self, charge: Charge) -> Charge:
+        """The object held for an equal charge, or this one from now on."""
+        text = charge.to_annotation()
+        found = self._by_text.get(text)
+        if found is None:
+            self._by_text[text] = charge
+            return charge
+        return found
 
 
 class PodUsage:
@@ -53,12 +118,14 @@ class PodUsage:
         self._settings = settings
         self._wall = wall
         self.usage = IndexedUsage()
+        self.charges = ChargeCache()
         self._records: dict[str, Charge] = {}
         self._pods: dict[str, Obj] = {}
         self._uids: dict[str, str] = {}  # uid -> key, for every cached pod with a UID
         self._gone: dict[str, float] = {}  # uid -> when its pod left the view
         self._releases: list[tuple[float, str]] = []  # (release time, key) of terminating pods
         self._users: dict[_Ref, set[str]] = {}  # claim or template -> keys of pods reading it
+        self._by_namespace: dict[str, set[str]] = {}  # namespace -> keys of its cached pods
         self._revisions: dict[str, int] = {}
         self._config_revision: tuple[int, ...] = ()
         self._reserved: dict[str, Charge] = {}  # uid -> charge of an admission whose pod is unseen
@@ -132,10 +199,14 @@ class PodUsage:
 
     def sync(self) -> None:
         """Catch up with the view's changes and with terminating pods whose grace ran out."""
-        if self._state.revision(*CONFIG_KINDS) != self._config_revision:
+        if self._state.revision(*GLOBAL_KINDS) != self._config_revision:
             self.rebuild()
         else:
             self._apply_changes("Pod", self._pod_changed)
+            for kind in NAMESPACE_KINDS:
+                if not self._namespaces_changed(kind):
+                    self.rebuild()  # a relist of the kind: every namespace may have changed
+                    break
             for kind in CLAIM_KINDS:
                 self._apply_changes(kind, lambda key, _obj, k=kind: self._claim_changed(k, key))
         self._release_due()
@@ -143,8 +214,8 @@ class PodUsage:
 
     def rebuild(self) -> None:
         """Charge every pod again (queues or classes changed, or on start)."""
-        self._config_revision = self._state.revision(*CONFIG_KINDS)
-        for kind in ("Pod", *CLAIM_KINDS):
+        self._config_revision = self._state.revision(*GLOBAL_KINDS)
+        for kind in ("Pod", *NAMESPACE_KINDS, *CLAIM_KINDS):
             self._revisions[kind] = self._state.revision(kind)[0]
         current = {pod_key(pod): pod for pod in self._state.list("Pod")}
         for key, old in self._pods.items():
@@ -152,7 +223,7 @@ class PodUsage:
             if uid and (key not in current or pod_uid(current[key]) != uid):
                 self._left(uid)
         self.usage = IndexedUsage(self._reserved)
-        self._pods, self._uids, self._users = {}, {}, {}
+        self._pods, self._uids, self._users, self._by_namespace = {}, {}, {}, {}
         self._releases, self.unrecorded = [], set()
         for key, pod in current.items():
             self._pod_changed(key, pod)
@@ -182,6 +253,23 @@ class PodUsage:
             key = f"{namespace or 'default'}/{name}"
             changed(key, self._state.get(kind, namespace, name) if kind == "Pod" else None)
 
+    def _namespaces_changed(self, kind: str) -> bool:
+        """Recharge the pods of every namespace a changed object of `kind` belongs to (a
+        Namespace is its own); False when the journal cannot tell which (a relist)."""
+        seen = self._revisions.get(kind, 0)
+        now = self._state.revision(kind)[0]
+        if now == seen:
+            return True
+        keys = self._state.changed_since(kind, seen)
+        if keys is None:
+            return False
+        self._revisions[kind] = now
+        namespaces = {name if kind == "Namespace" else (ns or "default") for ns, name in keys}
+        for namespace in sorted(namespaces):
+            for key in sorted(self._by_namespace.get(namespace, ())):
+                self._charge(key, self._pods[key])
+        return True
+
     def _claim_changed(self, kind: str, key: str) -> None:
         namespace, name = key.split("/", 1)
         for user in sorted(self._users.get((kind, namespace, name), ())):
@@ -190,12 +278,14 @@ class PodUsage:
                 self._charge(user, pod)
 
     def _pod_changed(self, key: str, pod: Obj | None) -> None:
-        if pod is not None and self._pods.get(key) is pod:
+        if pod is not None and _same_pod(self._pods.get(key), pod):
+            self._pods[key] = pod  # a relist's copy of an unchanged pod: nothing to recharge
             return
         self._forget(key, still=pod_uid(pod) if pod is not None else "")
         if pod is None:
             return
         self._pods[key] = pod
+        self._by_namespace.setdefault(key.split("/", 1)[0], set()).add(key)
         uid = pod_uid(pod)
         if uid:
             self._uids[uid] = key
@@ -209,6 +299,12 @@ class PodUsage:
         old = self._pods.pop(key, None)
         if old is None:
             return
+        namespace = key.split("/", 1)[0]
+        keys = self._by_namespace.get(namespace)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._by_namespace[namespace]
         for ref in claim_references(old, generated=True):
             users = self._users.get(ref)
             if users is not None:
@@ -223,6 +319,7 @@ class PodUsage:
         self.unrecorded.discard(key)
 
     def _left(self, uid: str) -> None:
+        self._gone.pop(uid, None)  # re-inserted at the end: the dict stays oldest first
         self._gone[uid] = self._wall()
         if uid in self._records:
             self._departed.append(uid)
@@ -237,6 +334,8 @@ class PodUsage:
             charge = record if is_live_pod(pod, now) else None
         self.usage.remove(key)
         self.unrecorded.discard(key)
+        if charge is not None and charge is not record:
+            charge = self.charges.shared(charge)
         if charge is None:
             if record is not None:
                 self._departed.append(uid)
@@ -259,8 +358,10 @@ class PodUsage:
                 self._charge(key, pod)
 
     def _forget_gone(self) -> None:
-        if len(self._gone) < 1024:
-            return
+        """Forget UIDs gone longer than GONE_MEMORY_SECONDS, oldest first: O(forgotten)."""
         horizon = self._wall() - GONE_MEMORY_SECONDS
-        for uid in [u for u, at in self._gone.items() if at < horizon]:
+        while self._gone:
+            uid, at = next(iter(self._gone.items()))
+            if at >= horizon:
+                return
             del self._gone[uid]

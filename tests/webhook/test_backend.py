@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from quota.cluster import JOURNAL_LENGTH
 from quota.decision import Decision, decide
 from quota.settings import Settings
 from quota.usage import Usage
-from tests.webhook.builders import QUEUE, cluster_objects, cluster_state, pod
+from tests.webhook.builders import QUEUE, TEMPLATE, cluster_objects, cluster_state, pod
 from webhook import podusage as podusage_module
 from webhook.backend import MemoryLedger, StateDirBackend, valid_reservation_id
 from webhook.usageindex import IndexedUsage
@@ -185,6 +186,27 @@ def test_indexed_usage_and_its_overlay_agree_with_plain_usage(
     assert overlay.holders() == plain_copy.holders()
 
 
+@settings(max_examples=150, deadline=None)
+@given(base_ops=_ops, later_ops=_ops)
+def test_indexed_usage_snapshot_agrees_and_is_independent(
+    base_ops: list[tuple[str, str, Charge]], later_ops: list[tuple[str, str, Charge]]
+) -> None:
+    plain, indexed = Usage(), IndexedUsage()
+    _replay(plain, base_ops)
+    _replay(indexed, base_ops)
+    snapshot = indexed.snapshot()
+    frozen = {q: plain.of(q) for q in ("q1", "q2")}
+    _replay(indexed, later_ops)  # the base moves on; the snapshot must not
+    for queue in ("q1", "q2"):
+        assert snapshot.of(queue) == frozen[queue]
+        assert snapshot.shared_claims(queue) == plain.shared_claims(queue)
+    assert snapshot.holders() == plain.holders()
+    _replay(snapshot, later_ops)  # and the snapshot, changed, indexes like a fresh one
+    _replay(plain, later_ops)
+    for queue in ("q1", "q2"):
+        assert snapshot.of(queue) == plain.of(queue) == indexed.of(queue)
+
+
 def _write(path: Path, objects: list[dict[str, Any]]) -> None:
     path.write_text(yaml.safe_dump_all(objects), encoding="utf-8")
 
@@ -273,6 +295,66 @@ def test_claim_changes_recharge_only_the_pods_using_them(monkeypatch: pytest.Mon
     assert charged == ["p-0"]
 
 
+def test_namespace_and_local_queue_changes_recharge_only_that_namespace(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    state = cluster_state(gpus=1000)
+    state.upsert({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b"}})
+    queue = next(o for o in cluster_objects() if o["kind"] == "LocalQueue")
+    other = {**queue, "metadata": {**queue["metadata"], "namespace": "team-b"}}
+    state.upsert(other)
+    template = next(o for o in cluster_objects() if o["kind"] == "ResourceClaimTemplate")
+    state.upsert({**template, "metadata": {**template["metadata"], "namespace": "team-b"}})
+    for i in range(20):
+        state.upsert(pod(f"a-{i}"))
+        state.upsert(pod(f"b-{i}", namespace="team-b"))
+    ledger = MemoryLedger(state, Settings())
+    assert ledger.usage().of(QUEUE) == {GPU: 40}
+    charged: list[str] = []
+    real = podusage_module.live_pod_charge
+
+    def counting(obj: Any, *args: Any) -> Any:
+        charged.append(obj["metadata"]["name"])
+        return real(obj, *args)
+
+    monkeypatch.setattr(podusage_module, "live_pod_charge", counting)
+    state.upsert({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b",
+                  "labels": {"tier": "batch"}}})  # fmt: skip
+    assert ledger.usage().of(QUEUE) == {GPU: 40}
+    assert sorted(charged) == sorted(f"b-{i}" for i in range(20))
+    charged.clear()
+    state.remove("LocalQueue", "team-b", other["metadata"]["name"])  # team-b's pods: unmanaged
+    assert ledger.usage().of(QUEUE) == {GPU: 20}
+    assert sorted(charged) == sorted(f"b-{i}" for i in range(20))
+
+
+def test_a_relist_recharges_only_pods_whose_version_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def versioned(name: str, version: str, gpus: int = 1) -> dict[str, Any]:
+        obj = pod(name, templates=(TEMPLATE,) * gpus)
+        obj["metadata"].update(uid=f"uid-{name}", resourceVersion=version)
+        return obj
+
+    state = cluster_state(gpus=1000)
+    state.replace_kind("Pod", [versioned(f"p-{i}", "1") for i in range(50)])
+    ledger = MemoryLedger(state, Settings())
+    assert ledger.usage().of(QUEUE) == {GPU: 50}
+    charged: list[str] = []
+    real = podusage_module.live_pod_charge
+
+    def counting(obj: Any, *args: Any) -> Any:
+        charged.append(obj["metadata"]["name"])
+        return real(obj, *args)
+
+    monkeypatch.setattr(podusage_module, "live_pod_charge", counting)
+    relisted = [versioned(f"p-{i}", "1") for i in range(50)]
+    relisted[7] = versioned("p-7", "2", gpus=2)  # p-7 changed: two GPUs now
+    state.replace_kind("Pod", relisted)  # new objects, as after a 410 Gone
+    assert ledger.usage().of(QUEUE) == {GPU: 51}
+    assert charged == ["p-7"]
+
+
 def test_records_survive_a_recharge_of_every_pod() -> None:
     state = cluster_state(gpus=2)
     ledger = MemoryLedger(state, Settings())
@@ -298,3 +380,51 @@ def test_pods_without_an_admission_record_are_charged_and_counted() -> None:
     state.upsert(_created(obj, "uid-new"))
     assert ledger.usage().of(QUEUE) == {GPU: 2}
     assert ledger.unrecorded_pods() == 1
+
+
+def test_gone_pods_are_remembered_for_a_while_then_forgotten_oldest_first() -> None:
+    clock = Clock()
+    state = cluster_state(gpus=10)
+    for name in ("old", "new"):
+        obj = pod(name)
+        obj["metadata"]["uid"] = f"uid-{name}"
+        state.upsert(obj)
+    usage = podusage_module.PodUsage(state, Settings(), wall=clock)
+    state.remove("Pod", "team-a", "old")
+    usage.sync()
+    clock.now += podusage_module.GONE_MEMORY_SECONDS / 2
+    state.remove("Pod", "team-a", "new")
+    usage.sync()
+    assert usage.gone("uid-old") and usage.gone("uid-new")
+    clock.now += podusage_module.GONE_MEMORY_SECONDS / 2 + 1
+    usage.sync()
+    assert (usage.gone("uid-old"), usage.gone("uid-new")) == (False, True)
+
+
+def test_pods_charged_alike_share_one_charge_object() -> None:
+    state = cluster_state(gpus=100)
+    for i in range(10):
+        state.upsert(pod(f"p-{i}"))
+    usage = podusage_module.PodUsage(state, Settings())
+    charges = [usage.usage.charge_of(f"team-a/p-{i}") for i in range(10)]
+    assert charges[0] is not None
+    assert all(charge is charges[0] for charge in charges)
+
+
+def test_the_charge_cache_parses_a_record_once_and_forgets_charges_nobody_holds() -> None:
+    cache = podusage_module.ChargeCache()
+    text = Charge("q1", "ns/lq", {"gpu": "f1"}, {"gpu": 1}).to_annotation()
+    parses: list[str] = []
+
+    def parse() -> Charge:
+        parses.append(text)
+        return Charge.from_annotation(text, "test")
+
+    held = cache.parsed(text, parse)
+    assert cache.parsed(text, parse) is held
+    assert cache.shared(Charge.from_annotation(text, "test")) is held
+    assert len(parses) == 1
+    del held
+    gc.collect()
+    cache.parsed(text, parse)
+    assert len(parses) == 2

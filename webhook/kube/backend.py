@@ -109,6 +109,20 @@ class KubeBackend:
             return
 
     def ready(self) -> tuple[bool, str]:
+        """Caches synced and current, and every attached component done warming up (the
+        ledger's first load of records and pod usage, which the first admission would
+        otherwise pay for)."""
+        ready, why = self.caches_ready()
+        if not ready:
+            return ready, why
+        for component in self._companions:
+            warming = getattr(component, "warming", None)
+            if warming is not None and (why := warming()):
+                return False, why
+        return True, ""
+
+    def caches_ready(self) -> tuple[bool, str]:
+        """Discovery done and every informer synced and not stale."""
         if not self._discovered or self.dra_version is None:
             return False, self._discovery_error
         for informer in self.informers:

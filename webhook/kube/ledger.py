@@ -46,7 +46,6 @@ from webhook.kube.reservations import (
     ledger_object,
     shard_index,
     shard_name,
-    shards_of,
 )
 from webhook.kube.resources import QUOTA_LEDGER
 from webhook.podusage import PodUsage
@@ -102,10 +101,18 @@ class ClusterLedger:
         # shard name -> (uid -> entry, sealed, resourceVersion) as this view loaded it
         self._shards: dict[str, tuple[dict[str, Reservation], bool, str]] = {}
         self._holders: dict[str, set[str]] = {}  # uid -> names of the shards holding it
+        self._bases: dict[str, set[str]] = {}  # ledger base -> names of its loaded shards
         self._first_seen: dict[str, float] = {}  # uid -> when this replica first saw its record
         self._waiting: dict[str, float] = {}  # first_seen of reservations, oldest first
+        # uids whose record may be droppable: loaded or changed records, records whose pod
+        # left, reservations that ran out. The reconciler checks only these, so a pass costs
+        # O(changes since the last pass), not O(records).
+        self._candidates: set[str] = set()
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        self._warm = threading.Event()
+        self._stopping = threading.Event()
+        self._warmer: threading.Thread | None = None
         self._reconciler = Periodic(
             "ledger", options.reconcile_interval, self.reconcile, lambda: backend.ready()[0]
         )
@@ -157,6 +164,15 @@ class ClusterLedger:
         delay = self.options.retry_delay
         with self._lock_for(base):
             for _ in range(self.options.max_attempts):
+                if shard is not None and self._moved(base, shard):
+                    # Another admission of this replica wrote the shard since this decision
+                    # read it (the view holds that write already): decide again on the view,
+                    # without a GET or a pause. The write below still carries the version.
+                    decision, shard = self._decide(evaluate, uid, pod, existing)
+                    if not decision.allowed or decision.charge is None:
+                        return decision
+                    if ledger_base(self.state, decision.charge.cluster_queue) != base:
+                        return _fail_closed(decision, base, "the queue's cohort changed")
                 if shard is None or shard.sealed:  # the view is behind: read, then decide again
                     try:
                         self._read_active(base)
@@ -201,24 +217,55 @@ class ClusterLedger:
     # -- reconciler ------------------------------------------------------------------
 
     def start(self) -> None:
+        self._stopping.clear()
+        self._warmer = threading.Thread(target=self._warm_up, name="ledger-warm-up", daemon=True)
+        self._warmer.start()
         self._reconciler.start()
 
     def stop(self) -> None:
+        self._stopping.set()
         self._reconciler.stop()
+        if self._warmer is not None:
+            self._warmer.join(5)
+
+    def warming(self) -> str:
+        """Why this ledger is not ready to decide yet ("" once it is)."""
+        return "" if self._warm.is_set() else "loading admission records and live pod usage"
+
+    def _warm_up(self) -> None:
+        """Load records and charge every pod once the caches have synced, before readiness:
+        at 100,000 pods that takes tens of seconds, which no admission should wait for."""
+        caches_ready = getattr(self.backend, "caches_ready", self.backend.ready)
+        while not self._stopping.is_set():
+            if caches_ready()[0]:
+                with self._view_lock:
+                    self._sync()
+                self._warm.set()
+                return
+            self._stopping.wait(0.05)
 
     def reconcile(self) -> int:
         """One pass: delete records of pods that left and of pods that never came."""
         with self._view_lock:
             self._sync()
-            drop = {uid for uid in self._records if self._droppable(uid)}
-        if not drop:
-            return 0
+            drop = self._droppable_candidates()
+            names = {n for uid in drop for n in self._holders.get(uid, ())}
         dropped = 0
-        for shards in shards_of(self.state.list(QUOTA_LEDGER.kind)).values():
-            for shard in shards:
-                if any(e.id in drop for e in shard.entries):
-                    dropped += self._rewrite(shard.name, lambda e: e.id in drop)
+        for name in sorted(n for n in names if shard_index(n) is not None):
+            # only the shards holding a record to drop are read and rewritten
+            dropped += self._rewrite(name, lambda e: e.id in drop)
         return dropped
+
+    def _droppable_candidates(self) -> set[str]:
+        """The candidates to drop now; those that will never be (their pod holds them, or the
+        record is gone) leave the set, unexpired reservations stay for the next pass."""
+        drop: set[str] = set()
+        for uid in list(self._candidates):
+            if uid not in self._records or self._pods.holds(uid):
+                self._candidates.discard(uid)  # a pod that later leaves adds it back
+            elif self._droppable(uid):
+                drop.add(uid)  # stays a candidate until its record is gone from the view
+        return drop
 
     def _droppable(self, uid: str) -> bool:
         if self._pods.holds(uid):
@@ -247,10 +294,17 @@ class ClusterLedger:
                 return decision, None
             return decision, self._active(ledger_base(self.state, decision.charge.cluster_queue))
 
+    def _moved(self, base: str, shard: Shard) -> bool:
+        """The view's active shard of `base` is no longer the one a decision saw."""
+        with self._view_lock:
+            self._sync()
+            current = self._active(base)
+        return (current.name, current.resource_version) != (shard.name, shard.resource_version)
+
     def _active(self, base: str) -> Shard:
         """The shard of `base` new records go to, as this view has it: the highest one loaded,
         or the one after it when that is sealed (a new shard 0 when none is loaded)."""
-        names = [n for n in self._shards if n.rsplit("-", 1)[0] == base]
+        names = self._bases.get(base)
         if not names:
             return Shard(shard_name(base, 0))
         name = max(names, key=lambda n: Shard(n).index)
@@ -260,12 +314,21 @@ class ClusterLedger:
         return Shard(name, tuple(entries.values()), sealed, version)
 
     def _sync(self) -> None:
-        """Bring pod usage and records up to date (under the view lock)."""
-        self._pods.sync()
+        """Bring pod usage and records up to date (under the view lock).
+
+        Records first: a pod is then charged once, with its record (on start, or after a
+        relist, that halves the work; a pod with a record also skips the flavor search). A
+        new record's reservation is taken after the pods, so that the record of a pod
+        already cached never counts a second time, not even for a moment."""
         revision = self.state.revision(QUOTA_LEDGER.kind)[0]
+        reservations: dict[str, Charge] = {}
         if revision != self._records_revision:
-            self._load_records(self._records_revision)
+            reservations = self._load_records(self._records_revision)
             self._records_revision = revision
+        self._pods.sync()
+        for uid, charge in reservations.items():
+            self._pods.reserve(uid, charge)  # a no-op for a pod cached or gone
+        self._candidates.update(self._pods.drain_departed())
         now = self.clock()
         while self._waiting:  # oldest first: stop at the first one still in time
             uid, seen = next(iter(self._waiting.items()))
@@ -273,9 +336,11 @@ class ClusterLedger:
                 break
             del self._waiting[uid]
             self._pods.unreserve(uid)
+            self._candidates.add(uid)
 
-    def _load_records(self, since: int) -> None:
-        """Apply the shards changed since revision `since` (all of them after a relist)."""
+    def _load_records(self, since: int) -> dict[str, Charge]:
+        """Apply the shards changed since revision `since` (all of them after a relist); the
+        reservations to take for the new records."""
         changed = self.state.changed_since(QUOTA_LEDGER.kind, since)
         if changed is None:  # first load, or a relist: compare every shard
             names = set(self._shards)
@@ -288,14 +353,18 @@ class ClusterLedger:
             shard = Shard.of(obj) if obj is not None else None
             fresh = {e.id: e for e in shard.entries} if shard is not None else {}
             old = self._shards.pop(name, ({}, False, ""))[0]
+            base = self._bases.setdefault(name.rsplit("-", 1)[0], set())
+            base.discard(name)
             if shard is not None and shard_index(name) is not None:
                 self._shards[name] = (fresh, shard.sealed, shard.resource_version)
+                base.add(name)
             for uid in old.keys() | fresh.keys():
                 if old.get(uid) != fresh.get(uid):
                     touched.add(uid)
                     holders = self._holders.setdefault(uid, set())
                     (holders.add if uid in fresh else holders.discard)(name)
         changes: dict[str, Charge | None] = {}
+        reservations: dict[str, Charge] = {}
         now = self.clock()
         for uid in touched:
             entry = self._winner(uid)
@@ -309,15 +378,17 @@ class ClusterLedger:
                 continue
             old = self._records.get(uid)
             self._records[uid] = entry
+            self._candidates.add(uid)
             if old is not None and old.charge == entry.charge:
                 continue
-            charge = entry.parsed_charge()
+            charge = self._pods.charges.parsed(entry.charge, entry.parsed_charge)
             changes[uid] = charge
             if uid not in self._first_seen:
                 self._first_seen[uid] = self._waiting[uid] = now
             if charge is not None and not self._expired(uid):
-                self._pods.reserve(uid, charge)
+                reservations[uid] = charge
         self._pods.update_records(changes)
+        return reservations
 
     def _winner(self, uid: str) -> Reservation | None:
         """The entry of the highest shard holding `uid` (a resize writes a newer one)."""

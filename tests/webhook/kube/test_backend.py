@@ -5,15 +5,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from quota.cluster import ClusterState
 from tests.fakeapi import FakeApiServer
 from tests.webhook.kube.conftest import FAST, write_kubeconfig
 from tests.webhook.kube.objects import NAMESPACE, TEMPLATE, cluster_objects, gpu_pod
 from webhook.kube.backend import KubeBackend
 from webhook.kube.backoff import Backoff
 from webhook.kube.client import KubeClient
+from webhook.kube.informer import Informer
+from webhook.kube.resources import QUOTA_LEDGER
 
 pytestmark = pytest.mark.integration
 
@@ -235,3 +239,66 @@ def test_fetch_gives_up_after_its_short_timeout(api: FakeApiServer, client: Kube
     finally:
         api.latency = 0.0
         kube.stop()
+
+
+class _Warming:
+    """A component attached to the backend that is still loading."""
+
+    def __init__(self) -> None:
+        self.reason = "loading admission records and live pod usage"
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def warming(self) -> str:
+        return self.reason
+
+
+def test_not_ready_until_attached_components_warmed_up(
+    api: FakeApiServer, backend: KubeBackend
+) -> None:
+    for obj in cluster_objects(4):
+        api.create(obj)
+    component = _Warming()
+    backend.attach(component)
+    backend.start()
+    eventually(lambda: backend.caches_ready()[0])
+    assert backend.ready() == (False, component.reason)
+    component.reason = ""
+    assert backend.ready() == (True, "")
+
+
+def test_caches_keep_no_managed_fields(api: FakeApiServer, backend: KubeBackend) -> None:
+    managed = [{"manager": "kubectl", "operation": "Apply", "fieldsType": "FieldsV1"}]
+    for obj in cluster_objects(4):
+        obj["metadata"]["managedFields"] = managed
+        api.create(obj)
+    backend.start()
+    assert backend.wait_until_ready(10), backend.ready()
+    template = backend.state.get("ResourceClaimTemplate", NAMESPACE, TEMPLATE)
+    queue = backend.state.get("ClusterQueue", None, "gpus")
+    assert template is not None and queue is not None
+    assert "managedFields" not in template["metadata"]
+    assert "managedFields" not in queue["metadata"]
+    assert template["spec"] == api.objects("ResourceClaimTemplate")[0]["spec"]
+
+
+def _ledger_event(version: str, entries: int) -> dict[str, Any]:
+    spec = {"reservations": [{"id": f"u{i}"} for i in range(entries)]}
+    meta = {"name": "cohort-a-0", "resourceVersion": version}
+    return {"type": "MODIFIED", "object": {"metadata": meta, "spec": spec}}
+
+
+def test_a_late_watch_event_never_takes_a_quota_ledger_back_to_an_older_version() -> None:
+    state = ClusterState()
+    informer = Informer(None, QUOTA_LEDGER, state)  # type: ignore[arg-type]
+    informer._apply(_ledger_event("12", 2), "")  # the ledger's own write, cached from its PUT
+    informer._apply(_ledger_event("11", 1), "")  # the watch event of the write before it
+    cached = state.get("QuotaLedger", None, "cohort-a-0")
+    assert cached is not None and cached["metadata"]["resourceVersion"] == "12"
+    informer._apply(_ledger_event("13", 3), "")
+    cached = state.get("QuotaLedger", None, "cohort-a-0")
+    assert cached is not None and len(cached["spec"]["reservations"]) == 3

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -107,6 +108,24 @@ def test_allowed_admission_is_recorded_by_pod_uid(api: FakeApiServer, one: Insta
     assert decision.charge is not None
     assert entry.charge == decision.charge.to_annotation()
     assert one.ledger.usage().of(QUEUE) == {GPU: 1}
+
+
+def test_the_ledger_has_loaded_records_and_pods_when_the_backend_is_ready(
+    api: FakeApiServer, client: KubeClient, clock: Clock
+) -> None:
+    for obj in cluster_objects(2, None):
+        api.create(obj)
+    create_pod(api, "p0", "uid-0")
+    backend = KubeBackend(client, FAST)
+    ledger = ClusterLedger(client, backend, Settings(), LedgerOptions(reconcile_interval=3600))
+    assert ledger.warming()
+    backend.start()
+    try:
+        assert backend.wait_until_ready(10), backend.ready()
+        assert ledger.warming() == ""
+        assert ledger._pods.usage.of(QUEUE) == {GPU: 1}  # charged already, not on first use
+    finally:
+        backend.stop()
 
 
 def test_cohort_queues_share_one_ledger(
@@ -223,6 +242,61 @@ def test_record_stays_while_its_pod_lives_and_goes_when_it_is_deleted(
     assert one.ledger.usage().of(QUEUE) == {}  # released at once, not after a TTL
     assert one.ledger.reconcile() == 1
     assert ledger_entries(api) == []
+
+
+def test_reconciling_checks_only_records_that_changed_or_lost_their_pod(
+    api: FakeApiServer, client: KubeClient, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for obj in cluster_objects(100, None):
+        api.create(obj)
+    instance = start_instance(client, clock, LedgerOptions(reconcile_interval=3600))
+    try:
+        for i in range(8):
+            assert admit(instance, f"u{i}", f"p{i}").allowed
+            create_pod(api, f"p{i}", f"u{i}")
+        eventually(lambda: len(instance.backend.state.list("Pod")) == 8)
+        checked: list[str] = []
+        droppable = instance.ledger._droppable
+        monkeypatch.setattr(
+            instance.ledger, "_droppable", lambda u: checked.append(u) or droppable(u)
+        )
+        assert instance.ledger.reconcile() == 0  # every record is held by its pod: pruned
+        assert instance.ledger.reconcile() == 0
+        assert checked == []
+        api.delete("Pod", NAMESPACE, "p3")
+        eventually(lambda: instance.backend.state.get("Pod", NAMESPACE, "p3") is None)
+        assert instance.ledger.reconcile() == 1
+        assert checked == ["u3"]
+        assert sorted(e.id for e in ledger_entries(api)) == [f"u{i}" for i in range(8) if i != 3]
+    finally:
+        instance.backend.stop()
+
+
+def test_one_replica_never_conflicts_with_itself(
+    api: FakeApiServer, client: KubeClient, clock: Clock
+) -> None:
+    for obj in cluster_objects(1000, None):
+        api.create(obj)
+    instance = start_instance(client, clock, LedgerOptions(reconcile_interval=3600))
+    try:
+        assert admit(instance, "u-first", "first").allowed  # creates the shard
+        barrier = threading.Barrier(6)
+
+        def worker(index: int) -> None:
+            barrier.wait()
+            for j in range(5):
+                assert admit(instance, f"u-{index}-{j}", f"p-{index}-{j}").allowed
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert len(ledger_entries(api)) == 31
+        # the cohort lock orders this replica's writes: none may be refused as stale
+        assert instance.ledger.conflicts == 0
+    finally:
+        instance.backend.stop()
 
 
 def test_a_full_shard_is_sealed_and_the_next_one_takes_new_records(
