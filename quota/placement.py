@@ -499,7 +499,9 @@ def _place(
     names = [_claim_label(c) for c in todo]
     own = {c.key for c in todo if c.shared}
     allocated = index.allocated
-    if any(_claim_key(c) in own for c in index.claims):
+    # only a pod's own shared claims, if any, are taken out of what is allocated (a scan of
+    # every allocated claim in the cluster is not worth it for pods without any)
+    if own and any(_claim_key(c) in own for c in index.claims):
         allocated = _allocated([c for c in index.claims if _claim_key(c) not in own])
 
     def spent(placement: Placement) -> Placement:
