@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from quota.charge import Charge
 from quota.cluster import ClusterState, Obj
@@ -33,10 +33,12 @@ __all__ = [
     "Ledger",
     "MemoryLedger",
     "StateDirBackend",
+    "SyncedUsage",
     "valid_reservation_id",
 ]
 
 log = logging.getLogger("draquota.backend")
+_T = TypeVar("_T")
 
 
 @runtime_checkable
@@ -177,7 +179,42 @@ class StateDirBackend:
                 log.exception("state watch failed")
 
 
-class MemoryLedger:
+class SyncedUsage:
+    """What both ledgers answer from their `PodUsage`: each read catches up first, under the
+    lock that guards it (`_view_lock`)."""
+
+    _pods: PodUsage
+    _view_lock: threading.RLock
+
+    def _sync(self) -> None:
+        raise NotImplementedError
+
+    def _synced(self, read: Callable[[PodUsage], _T]) -> _T:
+        with self._view_lock:
+            self._sync()
+            return read(self._pods)
+
+    def usage(self) -> Usage:
+        return self._synced(lambda pods: pods.usage.snapshot())
+
+    def records(self) -> dict[str, Charge]:
+        """Admission records by pod UID (a snapshot)."""
+        return self._synced(lambda pods: dict(pods.records()))
+
+    def record(self, uid: str) -> Charge | None:
+        """The admission record of the pod with this UID."""
+        return self._synced(lambda pods: pods.records().get(uid))
+
+    def users(self, kind: str, namespace: str, name: str) -> list[Obj]:
+        """Cached pods whose charge reads this claim or template."""
+        return self._synced(lambda pods: pods.users(kind, namespace, name))
+
+    def unrecorded_pods(self) -> int:
+        """Managed live pods charged without an admission record (for the metrics)."""
+        return len(self._pods.unrecorded)
+
+
+class MemoryLedger(SyncedUsage):
     """The embedded ledger: admission records in memory, behind one in-process lock.
 
     Usage = live pods (each charged the larger of its record and its claims now)
@@ -197,43 +234,14 @@ class MemoryLedger:
     ) -> None:
         self._settings = settings
         self._clock = clock
-        self._lock = threading.RLock()
+        self._view_lock = threading.RLock()
         self._pods = PodUsage(state, settings, wall)
         # uid -> expiry of admissions whose pods are unseen; insertion order is expiry order
         self._expiry: dict[str, float] = {}
 
-    def usage(self) -> Usage:
-        with self._lock:
-            self._sync()
-            return self._pods.usage.snapshot()
-
     def reservations(self) -> dict[str, Charge]:
         """Admissions whose pods have not appeared yet (a snapshot)."""
-        with self._lock:
-            self._sync()
-            return self._pods.reserved()
-
-    def records(self) -> dict[str, Charge]:
-        """Admission records by pod UID (a snapshot)."""
-        with self._lock:
-            self._sync()
-            return dict(self._pods.records())
-
-    def unrecorded_pods(self) -> int:
-        """Managed live pods charged without an admission record (for the metrics)."""
-        return len(self._pods.unrecorded)
-
-    def record(self, uid: str) -> Charge | None:
-        """The admission record of the pod with this UID."""
-        with self._lock:
-            self._sync()
-            return self._pods.records().get(uid)
-
-    def users(self, kind: str, namespace: str, name: str) -> list[Obj]:
-        """Cached pods whose charge reads this claim or template."""
-        with self._lock:
-            self._sync()
-            return self._pods.users(kind, namespace, name)
+        return self._synced(lambda pods: pods.reserved())
 
     def admit(
         self,
@@ -245,7 +253,7 @@ class MemoryLedger:
     ) -> Decision:
         if not valid_reservation_id(uid):
             raise ValueError(f"invalid admission id {uid!r:.80}")
-        with self._lock:
+        with self._view_lock:
             self._sync()
             view = self._pods.usage.copy()
             view.remove(uid)

@@ -31,11 +31,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from quota.charge import Charge
-from quota.cluster import ClusterState, Obj
+from quota.cluster import ClusterState
 from quota.decision import Decision
 from quota.settings import Settings
 from quota.usage import Usage
-from webhook.backend import valid_reservation_id
+from webhook.backend import SyncedUsage, valid_reservation_id
 from webhook.kube.client import ApiError, KubeClient, TransportError
 from webhook.kube.periodic import Periodic
 from webhook.kube.reservations import (
@@ -72,7 +72,7 @@ class _Backend(Protocol):
     def attach(self, component: Any) -> None: ...
 
 
-class ClusterLedger:
+class ClusterLedger(SyncedUsage):
     """Ledger over QuotaLedger shards; `start()` runs the reconciler (KubeBackend does it)."""
 
     blocking_io = True
@@ -119,33 +119,6 @@ class ClusterLedger:
         backend.attach(self)
 
     # -- Ledger protocol -------------------------------------------------------------
-
-    def usage(self) -> Usage:
-        with self._view_lock:
-            self._sync()
-            return self._pods.usage.snapshot()
-
-    def records(self) -> dict[str, Charge]:
-        """Admission records by pod UID, as this replica sees them."""
-        with self._view_lock:
-            self._sync()
-            return dict(self._pods.records())
-
-    def unrecorded_pods(self) -> int:
-        """Managed live pods charged without an admission record (for the metrics)."""
-        return len(self._pods.unrecorded)
-
-    def record(self, uid: str) -> Charge | None:
-        """The admission record of the pod with this UID."""
-        with self._view_lock:
-            self._sync()
-            return self._pods.records().get(uid)
-
-    def users(self, kind: str, namespace: str, name: str) -> list[Obj]:
-        """Cached pods whose charge reads this claim or template."""
-        with self._view_lock:
-            self._sync()
-            return self._pods.users(kind, namespace, name)
 
     def admit(
         self,
