@@ -17,6 +17,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from tests.e2e.cluster import ControlPlane, Draquota, missing_reason, running_cluster
+from tests.e2e.objects import CREATED, remove_pods
 
 __all__ = [
     "cluster",
@@ -52,6 +53,17 @@ def draquota_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Draqu
         pytest.skip(f"e2e tier skipped: {reason}")
     with running_cluster(tmp_path_factory.mktemp("e2e")) as installed:
         yield installed
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _pods_removed_after_each_module(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a module of e2e tests, its scenarios' pods go (see tests.e2e.objects.CREATED)."""
+    yield
+    if not request.node.get_closest_marker("e2e") or not CREATED:
+        return
+    installed = request.getfixturevalue("draquota_cluster")
+    remove_pods(installed.cluster, CREATED)
+    CREATED.clear()
 
 
 @pytest.fixture(scope="session")

@@ -174,8 +174,25 @@ class Scenario:
         return [e["message"] for e in json.loads(out)["items"]]
 
 
+# Namespaces of the scenarios created so far: their pods are removed after each test module
+# (tests/e2e/fixtures.py), so that pods left Pending by one module (on purpose, or on nodes
+# that do not exist) do not keep the scheduler busy, and its API budget, for the next ones.
+CREATED: list[str] = []
+
+
 def scenario(installed: Draquota, name: str, *flavors: Flavor) -> Scenario:
-    return Scenario(installed, name, flavors).create()
+    created = Scenario(installed, name, flavors).create()
+    CREATED.append(created.namespace)
+    return created
+
+
+def remove_pods(cluster: ControlPlane, namespaces: list[str]) -> None:
+    """Delete every pod of these namespaces at once (no kubelet would ever finish them)."""
+    for namespace in namespaces:
+        cluster.kubectl(
+            "delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--force",
+            "--wait=false", check=False, timeout=120,
+        )  # fmt: skip
 
 
 def gpu_pod(name: str, gpus: int = 1, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
