@@ -32,6 +32,9 @@ GPU_CLASS = "gpu.example.com"
 POOL_LABEL = "e2e.draquota.io/pool"
 SCENARIO_LABEL = "e2e.draquota.io/scenario"
 IMAGE = "registry.example.com/train:1.0"
+# Pods that only measure admission name a scheduler nobody runs: kube-scheduler leaves them
+# alone instead of retrying hundreds of unschedulable pods and throttling the next module's.
+UNSCHEDULED = "e2e-nobody"
 
 
 @dataclass(frozen=True)
@@ -184,6 +187,11 @@ def scenario(installed: Draquota, name: str, *flavors: Flavor) -> Scenario:
     created = Scenario(installed, name, flavors).create()
     CREATED.append(created.namespace)
     return created
+
+
+def remove_pods_later(namespace: str) -> None:
+    """Have the pods of a namespace a test made itself removed after its module too."""
+    CREATED.append(namespace)
 
 
 def remove_pods(cluster: ControlPlane, namespaces: list[str]) -> None:

@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client as k8s
 
 from tests.e2e.cluster import Draquota, eventually
-from tests.e2e.objects import IMAGE, Flavor, Scenario, scenario
+from tests.e2e.objects import IMAGE, UNSCHEDULED, Flavor, Scenario, scenario
 
 pytestmark = pytest.mark.e2e
 
@@ -31,7 +31,7 @@ def _pod(name: str) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name},
-        "spec": {"containers": [container]},
+        "spec": {"schedulerName": UNSCHEDULED, "containers": [container]},
     }
 
 

@@ -16,6 +16,7 @@ from cryptography import x509
 from kubernetes import client as k8s
 
 from tests.e2e.cluster import Draquota, eventually, run_draquota
+from tests.e2e.objects import UNSCHEDULED, remove_pods_later
 
 pytestmark = pytest.mark.e2e
 
@@ -52,7 +53,10 @@ class Load:
                 "apiVersion": "v1",
                 "kind": "Pod",
                 "metadata": {"name": f"u{user}-{index}"},
-                "spec": {"containers": [{"name": "main", "image": "registry.example.com/x:1"}]},
+                "spec": {
+                    "schedulerName": UNSCHEDULED,
+                    "containers": [{"name": "main", "image": "registry.example.com/x:1"}],
+                },
             }
             try:
                 self.api.create_namespaced_pod(NAMESPACE, pod)
@@ -77,6 +81,7 @@ def test_certificate_and_ca_rotation_under_load_fail_no_admission(
 ) -> None:
     installed = draquota_cluster
     installed.cluster.kubectl("create", "namespace", NAMESPACE)
+    remove_pods_later(NAMESPACE)
     tls = str(installed.certs)
     first = _on_disk(installed)
     with Load(k8s.CoreV1Api(kube)) as load:

@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from tests.e2e.cluster import REPO, ControlPlane, Draquota, run_draquota
+from tests.e2e.objects import remove_pods_later
 
 pytestmark = pytest.mark.e2e
 
@@ -25,6 +26,7 @@ def test_install_from_the_local_overlay_is_accepted_and_every_replica_is_ready(
 
 def test_a_pod_outside_any_queue_is_admitted_through_the_webhooks(cluster: ControlPlane) -> None:
     cluster.kubectl("create", "namespace", "e2e-smoke")
+    remove_pods_later("e2e-smoke")
     created = cluster.kubectl(
         "run", "hello", "--image=registry.example.com/hello:1.0", "-n", "e2e-smoke"
     )

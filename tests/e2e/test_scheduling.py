@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from tests.e2e.cluster import Draquota, eventually
-from tests.e2e.objects import POOL_LABEL, Flavor, Scenario, gpu_pod, scenario
+from tests.e2e.objects import POOL_LABEL, Flavor, Scenario, gpu_pod, remove_pods_later, scenario
 
 pytestmark = pytest.mark.e2e
 
@@ -53,9 +53,11 @@ def _create(s: Scenario, name: str, gpus: int, dry_run: bool = False) -> tuple[b
 
 
 def _scheduled(s: Scenario, name: str) -> dict[str, Any]:
-    def bound() -> dict[str, Any] | None:
+    def bound() -> dict[str, Any]:
         pod = s.get("pod", name)
-        return pod if pod["spec"].get("nodeName") else None
+        conditions = pod.get("status", {}).get("conditions", [])
+        assert pod["spec"].get("nodeName"), f"pod {name} is not bound yet: {conditions}"
+        return pod
 
     return dict(eventually(bound, timeout=60))
 
@@ -122,6 +124,7 @@ def test_what_draquota_denies_as_unplaceable_the_scheduler_cannot_schedule_eithe
     # pinned to the nodes of the flavor draquota judged: the scheduler finds no node either.
     free = "e2e-sched-unmanaged"
     sched.cluster.kubectl("create", "namespace", free)
+    remove_pods_later(free)
     template = sched.get("resourceclaimtemplate", "gpu")
     template["metadata"] = {"name": "gpu", "namespace": free}
     sched.cluster.apply(yaml.safe_dump(template))

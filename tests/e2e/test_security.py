@@ -18,7 +18,7 @@ import yaml
 from kubernetes import client as k8s
 
 from tests.e2e.cluster import Draquota, eventually
-from tests.e2e.objects import GPU_CLASS, Flavor, Scenario, gpu_pod, scenario
+from tests.e2e.objects import GPU_CLASS, Flavor, Scenario, gpu_pod, remove_pods_later, scenario
 
 pytestmark = pytest.mark.e2e
 
@@ -231,6 +231,7 @@ def test_05_a_forged_charge_annotation_is_stripped_and_fills_no_queue(
     s = two_gpus
     outside = _unique("e2e-nolq")  # a namespace no ClusterQueue selects, without LocalQueues
     s.cluster.kubectl("create", "namespace", outside)
+    remove_pods_later(outside)
     forged = json.dumps(
         {
             "clusterQueue": s.name,
