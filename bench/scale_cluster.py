@@ -351,11 +351,11 @@ def ledger_shards(records: list[tuple[str, Reservation]]) -> list[Obj]:
     for base, entries in sorted(by_base.items()):
         index, current, size = 0, [], 0
         for entry in entries:
-            if size + entry.size() > SHARD_BYTES:
+            if size + entry.size > SHARD_BYTES:
                 out.append(ledger_object(Shard(shard_name(base, index)), current, sealed=True))
                 index, current, size = index + 1, [], 0
             current.append(entry)
-            size += entry.size()
+            size += entry.size
         out.append(ledger_object(Shard(shard_name(base, index)), current, sealed=False))
     return out
 

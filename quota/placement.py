@@ -38,14 +38,13 @@ import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
+from quota.allocations import Allocated, ClaimAllocations
 from quota.allocator import (
     AllocationError,
     Budget,
     BudgetExceeded,
-    DeviceID,
     InvalidPoolsError,
     allocate,
 )
@@ -63,15 +62,13 @@ from quota.allocator.search import SelectorMemo
 from quota.allocator.taintrules import apply_taint_rules, parse_taint_rule
 from quota.claims import PodClaim
 from quota.claimspec import ClaimSpec, DeviceRequest, ExactRequest
-from quota.cluster import ClusterState
+from quota.cluster import ClusterState, meta_of
 from quota.deviceclasses import parse_device_class
 from quota.errors import DraquotaError
-from quota.quantity import parse_quantity
 
 __all__ = [
     "INDEX_KINDS",
     "NO_SLICES",
-    "Allocated",
     "Placement",
     "Placer",
     "make_placer",
@@ -113,6 +110,10 @@ class _NodeView:
     _devices: list[tuple[Device, Slice]] | None = None
     total: dict[str, int] = field(default_factory=dict)  # devices per class, allocated or not
 
+    def uses(self, pools: set[tuple[str, str]]) -> bool:
+        """Whether devices of these (driver, pool) pools are on the node or count for it."""
+        return any((p.driver, p.name) in pools for p in self.pools)
+
     def without_allocations(self) -> _NodeView:
         """The same node and pools, without what was derived from allocations."""
         enough = {k: v for k, v in self.enough.items() if k[-1] == "none"}
@@ -134,12 +135,20 @@ class _Index:
     def __init__(self, state: ClusterState, previous: _Index | None = None) -> None:
         self.revision = state.revision(*INDEX_KINDS)
         self.devices_revision = state.revision(*DEVICE_KINDS)
-        self.claims = [c for c in state.list("ResourceClaim") if _claim_results(c)]
-        self.allocated = _allocated(self.claims)
+        self.claims_revision = self.revision[INDEX_KINDS.index("ResourceClaim")]
         self.lock = threading.Lock()
         if previous is not None and previous.devices_revision == self.devices_revision:
             # Only allocations changed (the scheduler allocated or freed a claim): the parsed
-            # devices, pools per node and CEL results stay; what depends on allocations goes.
+            # devices, pools per node and CEL results stay; what depends on the changed
+            # claims' pools goes.
+            changed = state.changed_since("ResourceClaim", previous.claims_revision)
+            if changed is None:
+                self.holdings, touched = _holdings(state), None
+            else:
+                self.holdings = previous.holdings
+                updates = ((key, state.get("ResourceClaim", *key)) for key in changed)
+                touched = self.holdings.update(updates)
+            self.allocated = self.holdings.snapshot()
             self.problems = previous.problems
             self.slices, self.classes = previous.slices, previous.classes
             self.by_node, self.shared = previous.by_node, previous.shared
@@ -148,8 +157,15 @@ class _Index:
             self.memo = previous.memo
             with previous.lock:  # a placement may still be adding views to it
                 views = list(previous.views.items())
-            self.views = {name: view.without_allocations() for name, view in views}
+            # A view none of whose pools changed is shared with the previous index: a placement
+            # there may still write to it, but writes the same values.
+            self.views: dict[str, _NodeView] = {}
+            for name, view in views:
+                unchanged = touched is not None and not view.uses(touched)
+                self.views[name] = view if unchanged else view.without_allocations()
             return
+        self.holdings = _holdings(state)
+        self.allocated = self.holdings.snapshot()
         self.problems: list[str] = []
         self.slices = self._parse(state.list("ResourceSlice"), parse_slice)
         self.classes = {
@@ -175,7 +191,7 @@ class _Index:
             # a node that does not exist is stale and offers nothing.
             nodes = {name: {"kind": "Node", "metadata": {"name": name}} for name in self.by_node}
         self.nodes = [nodes[name] for name in sorted(n for n in nodes if n)]
-        self.views: dict[str, _NodeView] = {}
+        self.views = {}
         self.memo: SelectorMemo = {}
 
     def _parse(self, objects: list[Mapping[str, Any]], parse: Callable[[Any], Any]) -> list[Any]:
@@ -338,47 +354,9 @@ def _devices(pools: Sequence[Pool], node: Mapping[str, Any]) -> list[tuple[Devic
     return out
 
 
-@dataclass(frozen=True)
-class Allocated:
-    """What claim statuses already hold: exclusive devices, shared devices and their capacity."""
-
-    exclusive: frozenset[DeviceID] = frozenset()
-    shared: frozenset[DeviceID] = frozenset()
-    capacity: Mapping[DeviceID, Mapping[str, Decimal]] = field(default_factory=dict)
-
-    def __bool__(self) -> bool:
-        return bool(self.exclusive or self.shared)
-
-
-def _claim_results(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    allocation = (obj.get("status") or {}).get("allocation") or {}
-    results = (allocation.get("devices") or {}).get("results") or ()
-    return [r for r in results if isinstance(r, Mapping)]
-
-
-def _allocated(claims: Sequence[Mapping[str, Any]]) -> Allocated:
-    exclusive: set[DeviceID] = set()
-    shared: set[DeviceID] = set()
-    capacity: dict[DeviceID, dict[str, Decimal]] = {}
-    for obj in claims:
-        for r in _claim_results(obj):
-            device = DeviceID(str(r.get("driver")), str(r.get("pool")), str(r.get("device")))
-            if r.get("shareID"):
-                shared.add(device)
-                used = capacity.setdefault(device, {})
-                for name, value in (r.get("consumedCapacity") or {}).items():
-                    try:
-                        used[name] = used.get(name, Decimal(0)) + parse_quantity(value)
-                    except DraquotaError:
-                        continue
-            elif not r.get("adminAccess"):  # admin access never makes a device unavailable
-                exclusive.add(device)
-    return Allocated(frozenset(exclusive), frozenset(shared), capacity)
-
-
-def _claim_key(obj: Mapping[str, Any]) -> str:
-    metadata = obj.get("metadata") or {}
-    return f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
+def _holdings(state: ClusterState) -> ClaimAllocations:
+    claims = state.list("ResourceClaim")
+    return ClaimAllocations((meta_of(c)[1:], c) for c in claims)
 
 
 def _claim_label(claim: PodClaim) -> str:
@@ -497,12 +475,9 @@ def _place(
         return Placement(False, None, (), f"no node {where}")
     specs = [c.spec for c in todo]
     names = [_claim_label(c) for c in todo]
-    own = {c.key for c in todo if c.shared}
-    allocated = index.allocated
-    # only a pod's own shared claims, if any, are taken out of what is allocated (a scan of
-    # every allocated claim in the cluster is not worth it for pods without any)
-    if own and any(_claim_key(c) in own for c in index.claims):
-        allocated = _allocated([c for c in index.claims if _claim_key(c) not in own])
+    own = [(c.namespace, c.claim) for c in todo if c.claim]
+    # a pod's own shared claims do not block it
+    allocated = index.holdings.without(own) if own else index.allocated
 
     def spent(placement: Placement) -> Placement:
         return dataclasses.replace(placement, steps=budget.used_steps, cost=budget.used_cost)

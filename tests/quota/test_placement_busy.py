@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from quota.claims import expand_pod_claims
 from quota.cluster import ClusterState
 from quota.decision import decide
@@ -128,3 +131,52 @@ def test_chosen_flavor_busy_warns_even_when_other_nodes_are_free() -> None:
     assert decision.charge.flavors == {"gpus": "fa"}
     warned = [w for w in decision.warnings if "cannot be placed on the devices free right now" in w]
     assert len(warned) == 1 and "of flavor fa" in warned[0]
+
+
+def _partly_busy(node: str, devices: int, name: str) -> dict[str, Any]:
+    obj = busy_claim(node, devices)
+    obj["metadata"]["name"] = name
+    return obj
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["c0", "c1", "c2"]),
+            st.sampled_from(["node-0000", "node-0001"]),
+            st.integers(0, 8),
+        ),
+        max_size=8,
+    )
+)
+def test_a_placer_kept_across_claim_changes_answers_as_a_fresh_one(
+    changes: list[tuple[str, str, int]],
+) -> None:
+    s = state()
+    placer = make_placer(s)
+    claims = [_claim_of(s, "one")]
+    many = [_claim_of(s, "many")]
+    for name, node, devices in changes:
+        if devices:
+            s.upsert(_partly_busy(node, devices, name))
+        else:
+            s.remove("ResourceClaim", "other", name)
+        fresh = make_placer(s)
+        for which in (claims, many):
+            assert placer.place(which) == fresh.place(which)
+            assert placer(which, {"pool": "b"}) == fresh(which, {"pool": "b"})
+
+
+def test_a_claim_change_keeps_what_was_derived_for_other_nodes() -> None:
+    s = state()
+    placer = make_placer(s)
+    claims = [_claim_of(s, "one")]
+    placer.place(claims, node="node-0001")
+    placer.place(claims, node="node-0000")
+    before = placer.index()
+    s.upsert(busy_claim("node-0000"))
+    after = placer.index()
+    assert after.views["node-0001"] is before.views["node-0001"]
+    assert after.views["node-0000"] is not before.views["node-0000"]
+    assert placer.place(claims).node == "node-0001"
