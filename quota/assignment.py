@@ -169,7 +169,10 @@ def _check(
 ) -> tuple[bool, str | None]:
     per_pod, shared = _amount(demand, key)
     value = sat_add(per_pod, shared)
-    fmt = lambda v: format_amount(key.resource, v)  # noqa: E731
+
+    def fmt(amount: int) -> str:
+        return format_amount(key.resource, amount)
+
     where = f"{demand.resource_text(key.resource)} in flavor {key.flavor}"
     if value > view.potential:
         if capacity_only and (demand.pods != 1 or shared):

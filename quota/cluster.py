@@ -8,6 +8,7 @@ cached and rebuilt only when their inputs changed.
 
 from __future__ import annotations
 
+import builtins
 import threading
 from collections import deque
 from collections.abc import Iterable, Mapping
@@ -159,6 +160,6 @@ class ClusterState:
             journal = self._journal[kind] = deque(maxlen=JOURNAL_LENGTH)
         journal.append((self._revisions[kind], key))
 
-    def kinds(self) -> list[str]:
+    def kinds(self) -> builtins.list[str]:
         """Kinds present in the view."""
         return sorted(self._by_kind)

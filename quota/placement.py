@@ -63,7 +63,7 @@ from quota.allocator.taintrules import apply_taint_rules, parse_taint_rule
 from quota.claims import PodClaim
 from quota.claimspec import ClaimSpec, DeviceRequest, ExactRequest
 from quota.cluster import ClusterState, meta_of
-from quota.deviceclasses import parse_device_class
+from quota.deviceclasses import DeviceClass, parse_device_class
 from quota.errors import DraquotaError
 
 __all__ = [
@@ -134,6 +134,21 @@ class _NodeView:
 class _Index:
     """Everything placement derives from one revision of the cluster view."""
 
+    # Set by both paths of __init__: built afresh, or carried over from the previous index.
+    holdings: ClaimAllocations
+    allocated: Allocated
+    problems: list[str]
+    slices: list[Slice]
+    classes: dict[str, DeviceClass]
+    by_node: dict[str, list[Slice]]
+    shared: list[Slice]
+    by_pool: dict[tuple[str, str], list[Slice]]
+    nodes: list[Mapping[str, Any]]
+    by_labels: dict[tuple[tuple[str, str], ...], list[Mapping[str, Any]]]
+    has_node_objects: bool
+    views: dict[str, _NodeView]
+    memo: SelectorMemo
+
     def __init__(self, state: ClusterState, previous: _Index | None = None) -> None:
         self.revision = state.revision(*INDEX_KINDS)
         self.devices_revision = state.revision(*DEVICE_KINDS)
@@ -162,14 +177,14 @@ class _Index:
                 views = list(previous.views.items())
             # A view none of whose pools changed is shared with the previous index: a placement
             # there may still write to it, but writes the same values.
-            self.views: dict[str, _NodeView] = {}
+            self.views = {}
             for name, view in views:
                 unchanged = touched is not None and not view.uses(touched)
                 self.views[name] = view if unchanged else view.without_allocations()
             return
         self.holdings = _holdings(state)
         self.allocated = self.holdings.snapshot()
-        self.problems: list[str] = []
+        self.problems = []
         self.slices = self._parse(state.list("ResourceSlice"), parse_slice)
         self.classes = {
             c.name: c for c in self._parse(state.list("DeviceClass"), parse_device_class)
@@ -177,9 +192,9 @@ class _Index:
         rules = self._parse(state.list("DeviceTaintRule"), parse_taint_rule)
         if rules:
             self.slices = [apply_taint_rules(s, rules, self.classes) for s in self.slices]
-        self.by_node: dict[str, list[Slice]] = {}
-        self.shared: list[Slice] = []
-        self.by_pool: dict[tuple[str, str], list[Slice]] = {}
+        self.by_node = {}
+        self.shared = []
+        self.by_pool = {}
         for s in self.slices:
             self.by_pool.setdefault((s.driver, s.pool), []).append(s)
             if s.node_name and not s.shared_counters:
@@ -194,9 +209,9 @@ class _Index:
             # a node that does not exist is stale and offers nothing.
             nodes = {name: {"kind": "Node", "metadata": {"name": name}} for name in self.by_node}
         self.nodes = [nodes[name] for name in sorted(n for n in nodes if n)]
-        self.by_labels: dict[tuple[tuple[str, str], ...], list[Mapping[str, Any]]] = {}
+        self.by_labels = {}
         self.views = {}
-        self.memo: SelectorMemo = {}
+        self.memo = {}
 
     def _parse(self, objects: list[Mapping[str, Any]], parse: Callable[[Any], Any]) -> list[Any]:
         out = []

@@ -137,11 +137,12 @@ def _parse_text(text: str) -> Decimal:
         kept, rest = digits, ""
     coefficient = int(kept) + (1 if rest.strip("0") else 0)
     with localcontext(_CONTEXT):
-        value = Decimal(coefficient).scaleb(scale) * (2**binary)
+        value: Decimal = Decimal(coefficient).scaleb(scale) * (2**binary)
         if value > _BOUND:
             raise _OutOfRange(negative)
-        if binary and value.as_tuple().exponent < -_NANO_PLACES:  # type: ignore[operator]
-            # A binary suffix can add places (1.000000001Ki): round up to the nano place too.
+        # A binary suffix can add places (1.000000001Ki): round up to the nano place too.
+        last_place = value.as_tuple().exponent if binary else 0  # an int: the value is finite
+        if isinstance(last_place, int) and last_place < -_NANO_PLACES:
             value = value.quantize(Decimal(1).scaleb(-_NANO_PLACES), rounding=ROUND_CEILING)
     return -value if negative else value
 

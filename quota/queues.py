@@ -480,16 +480,16 @@ def _build(state: ClusterState, settings: Settings) -> QueueTable:
     extra: dict[str, list[str]] = {}
     for name, queue in parsed.items():
         classes[name], extra[name] = _effective_classes(queue, settings)
-        for flavor in queue.flavor_names():
-            if flavor not in flavors:
-                extra[name].append(f"ResourceFlavor {flavor} not found")
+        for flavor_name in queue.flavor_names():
+            if flavor_name not in flavors:
+                extra[name].append(f"ResourceFlavor {flavor_name} not found")
     cohorts: dict[str, list[str]] = {}
     for name, queue in sorted(parsed.items()):
         if queue.cohort is not None:
             cohorts.setdefault(queue.cohort, []).append(name)
     for members in cohorts.values():
-        for name, problems in _cohort_problems([parsed[n] for n in members], classes).items():
-            extra[name].extend(problems)
+        for name, issues in _cohort_problems([parsed[n] for n in members], classes).items():
+            extra[name].extend(issues)
     queues: dict[str, ClusterQueue] = {}
     for name, queue in parsed.items():
         problems = tuple(sorted(set(queue.problems) | set(extra[name])))

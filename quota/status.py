@@ -50,6 +50,8 @@ def cluster_queue_status(
         ),
         None,
     )
-    same = old is not None and old.get("status") == condition["status"]
-    condition["lastTransitionTime"] = str(old.get("lastTransitionTime")) if same else now
+    if old is not None and old.get("status") == condition["status"]:
+        condition["lastTransitionTime"] = str(old.get("lastTransitionTime"))
+    else:
+        condition["lastTransitionTime"] = now
     return {"conditions": [condition], "flavorsUsage": _flavors_usage(usage)}

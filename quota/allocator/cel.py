@@ -99,7 +99,8 @@ def _semver_part(index: int) -> Callable[[Mapping[str, Any]], int]:
     def part(value: Mapping[str, Any]) -> int:
         if SEMVER_KEY not in value:
             raise LibraryError("not a semver")
-        return int(parse_semver(value[SEMVER_KEY])[index])
+        major, minor, patch, _ = parse_semver(value[SEMVER_KEY])
+        return (major, minor, patch)[index]
 
     return part
 

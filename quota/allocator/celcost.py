@@ -67,6 +67,7 @@ def _fields(data: bytes) -> list[tuple[int, Any]]:
     """(field number, value) pairs: ints for varints, bytes for length-delimited fields."""
     out: list[tuple[int, Any]] = []
     pos, end = 0, len(data)
+    value: int | bytes
     while pos < end:
         key, pos = _varint(data, pos)
         number, wire = key >> 3, key & 7
@@ -202,8 +203,9 @@ class _Estimator:
         element = Cost(1, ranged.size, ranged.weight)
         self.scope.update({v: element for v in (var, var2) if v})
         self.scope[accu] = init
-        condition = self.expr(sub(5), depth + 1) if sub(5) else Cost(1)
-        step = self.expr(sub(6), depth + 1) if sub(6) else Cost(1)
+        condition_expr, step_expr = sub(5), sub(6)
+        condition = self.expr(condition_expr, depth + 1) if condition_expr else Cost(1)
+        step = self.expr(step_expr, depth + 1) if step_expr else Cost(1)
         # Each step may grow the accumulator (map, filter): bound it after every iteration.
         grown = Cost(
             init.cost,
@@ -211,7 +213,8 @@ class _Estimator:
             _cap(init.weight + iterations * step.weight),
         )
         self.scope[accu] = grown if iterations else init
-        result = self.expr(sub(7), depth + 1) if sub(7) else Cost(1)
+        result_expr = sub(7)
+        result = self.expr(result_expr, depth + 1) if result_expr else Cost(1)
         self.scope = saved
         loop = _cap(iterations * (condition.cost + step.cost))
         return Cost(_cap(ranged.cost + init.cost + loop + result.cost), result.size, result.weight)

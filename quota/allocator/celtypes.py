@@ -108,9 +108,9 @@ def compare_values(a: Any, b: Any) -> int:
     if isinstance(a, Mapping) and SEMVER_KEY in a:
         if not (isinstance(b, Mapping) and SEMVER_KEY in b):
             raise LibraryError("compareTo: cannot compare a semver with a non-semver")
-        ka, kb = _semver_key(a), _semver_key(b)
-    else:
-        if isinstance(b, Mapping) and SEMVER_KEY in b:
-            raise LibraryError("compareTo: cannot compare a quantity with a semver")
-        ka, kb = to_decimal(a), to_decimal(b)
-    return (ka > kb) - (ka < kb)
+        sa, sb = _semver_key(a), _semver_key(b)
+        return (sa > sb) - (sa < sb)
+    if isinstance(b, Mapping) and SEMVER_KEY in b:
+        raise LibraryError("compareTo: cannot compare a quantity with a semver")
+    da, db = to_decimal(a), to_decimal(b)
+    return (da > db) - (da < db)

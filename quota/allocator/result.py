@@ -59,13 +59,13 @@ def _config(spec: ClaimSpec, chosen: Sequence[Request]) -> list[dict[str, Any]]:
         by_class[name] = entries
         config.extend(entries)
     chosen_names = {r.name for r in chosen} | {r.result_name for r in chosen}
-    for entry in spec.config:
-        if not entry.requests or any(name in chosen_names for name in entry.requests):
+    for claim_config in spec.config:
+        if not claim_config.requests or any(name in chosen_names for name in claim_config.requests):
             config.append(
                 {
                     "source": "FromClaim",
-                    "requests": list(entry.requests),
-                    "opaque": dict(entry.opaque),
+                    "requests": list(claim_config.requests),
+                    "opaque": dict(claim_config.opaque),
                 }
             )
     # An entry that covers every request of the claim applies to all: requests is cleared.

@@ -258,7 +258,7 @@ class Search:
         holders = self.in_flight.get(device_id)
         if request.exact.admin_access:
             # Admin access may share a device with anything, but never twice in one claim.
-            return bool(holders) and request.claim in holders
+            return holders is not None and request.claim in holders
         if device.allow_multiple_allocations:
             # Shareable: only a dedicated (exclusive) allocation makes it unavailable.
             return device_id in self.allocated
