@@ -1,14 +1,15 @@
 """Cluster-wide placement: find one node where all claims of a pod get devices together.
 
-The allocator answers for one node; placement picks the node. It keeps an index
-of the cluster (parsed slices grouped by node and pool, device classes, devices
-already allocated in claim statuses, Node objects), rebuilt only when one of
-those kinds changes — when only claim allocations change, the parsed devices,
-pools and CEL results are kept — and per node the pools and the number of free
-devices of each class. A node whose free devices of some class cannot cover what
-the claims need at least is skipped without running the search, so the common
-case does not search every node. Nodes of one shape (the same devices, allocated
-alike: `_signature`) are checked once per question.
+The allocator answers for one node; placement picks the node. It keeps an index of
+the cluster (parsed slices grouped by node and pool, device classes, devices already
+allocated in claim statuses, Node objects), rebuilt only when one of those kinds
+changes — when only claim allocations change, the parsed devices, pools and CEL
+results are kept, and only nodes whose pools hold a changed claim's devices are
+recounted (`quota.allocations` keeps what each claim holds) — and per node the pools
+and the number of free devices of each class. A node whose free devices of some
+class cannot cover what the claims need at least is skipped without running the
+search, so the common case does not search every node. Nodes of one shape (the same
+devices, allocated alike: `_signature`) are checked once per question.
 
 Before any search, a cheap pre-check per node asks of every request (each
 `firstAvailable` alternative in turn) whether the node has enough devices that
