@@ -197,6 +197,17 @@ class SyncedUsage:
     def usage(self) -> Usage:
         return self._synced(lambda pods: pods.usage.snapshot())
 
+    def _usage_without(self, uid: str, pod: str, existing: bool) -> Usage:
+        """Synced usage (a copy-on-write view) without the pod's own holders: its admission
+        record, and for a pod re-checked in place (`existing`) its live charge by name.
+        The caller holds `_view_lock` until it has decided on the view."""
+        self._sync()
+        view = self._pods.usage.copy()
+        view.remove(uid)
+        if existing and pod:
+            view.remove(pod)
+        return view
+
     def records(self) -> dict[str, Charge]:
         """Admission records by pod UID (a snapshot)."""
         return self._synced(lambda pods: dict(pods.records()))
@@ -254,12 +265,7 @@ class MemoryLedger(SyncedUsage):
         if not valid_reservation_id(uid):
             raise ValueError(f"invalid admission id {uid!r:.80}")
         with self._view_lock:
-            self._sync()
-            view = self._pods.usage.copy()
-            view.remove(uid)
-            if existing and pod:
-                view.remove(pod)
-            decision = evaluate(view)
+            decision = evaluate(self._usage_without(uid, pod, existing))
             if dry_run or not decision.allowed or decision.charge is None:
                 return decision
             self._pods.set_record(uid, decision.charge)

@@ -257,12 +257,7 @@ class ClusterLedger(SyncedUsage):
         """Evaluate on a copy-on-write view without the pod's own holders; with the decision,
         the active shard of its cohort as that view holds it (what a write must build on)."""
         with self._view_lock:
-            self._sync()
-            view = self._pods.usage.copy()
-            view.remove(uid)
-            if existing and pod:
-                view.remove(pod)
-            decision = evaluate(view)
+            decision = evaluate(self._usage_without(uid, pod, existing))
             if decision.charge is None:
                 return decision, None
             return decision, self._active(ledger_base(self.state, decision.charge.cluster_queue))
