@@ -44,9 +44,8 @@ class Held:
     exclusive: tuple[DeviceID, ...] = ()
     shared: tuple[tuple[DeviceID, Mapping[str, Decimal]], ...] = ()
 
-    def pools(self) -> set[PoolKey]:
-        devices = [*self.exclusive, *(d for d, _ in self.shared)]
-        return {(d.driver, d.pool) for d in devices}
+    def devices(self) -> tuple[DeviceID, ...]:
+        return (*self.exclusive, *(d for d, _ in self.shared))
 
 
 def _results(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -134,8 +133,7 @@ class ClaimAllocations:
                 before = self._held.get(key, Held())
                 if held == before:
                     continue
-                touched.update(before.exclusive, held.exclusive)
-                touched.update(d for d, _ in (*before.shared, *held.shared))
+                touched.update(before.devices(), held.devices())
                 self._unset(key, before)
                 self._set(key, held)
             if touched:
@@ -145,14 +143,14 @@ class ClaimAllocations:
     def without(self, keys: Iterable[ClaimKey]) -> Allocated:
         """What every claim but these holds (a pod's own shared claims do not block it)."""
         with self._lock:
-            own = [(key, held) for key in keys if (held := self._held.get(key))]
+            # each claim once: a pod may name the same shared claim in two entries
+            own = [(key, held) for key in dict.fromkeys(keys) if (held := self._held.get(key))]
             if not own:
                 return self._snapshot
             for key, held in own:
                 self._unset(key, held)
             try:
-                touched = {d for _, h in own for d in (*h.exclusive, *(d for d, _ in h.shared))}
-                return self._renewed(touched)
+                return self._renewed({d for _, held in own for d in held.devices()})
             finally:
                 for key, held in own:
                     self._set(key, held)
