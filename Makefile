@@ -23,6 +23,8 @@ demo: setup
 	$(BIN)/draquota status --state $(EXAMPLES)/cluster
 	@printf '\n# What-if: the example workloads decided in order against the example cluster\n'
 	$(BIN)/draquota check $(EXAMPLES)/workloads/ --state $(EXAMPLES)/cluster
+	@printf '\n# What-if: a queueing ClusterQueue (whenFull: Queue) beside a rejecting one\n'
+	$(BIN)/draquota check $(EXAMPLES)/queueing/ --state $(EXAMPLES)/cluster
 
 lint: setup
 	$(BIN)/ruff check .

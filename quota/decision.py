@@ -15,7 +15,7 @@ missing object a 403 decision naming it. It is pure and deterministic.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from quota.assignment import (
@@ -44,6 +44,7 @@ __all__ = [
     "Prepared",
     "conclude",
     "decide",
+    "node_selector_of",
     "prepare",
     "recheck_pod",
     "recompute_charge",
@@ -80,6 +81,8 @@ class Decision:
     charge: Charge | None = None
     node_selector: Mapping[str, str] = field(default_factory=dict)
     queue_name: str | None = None
+    queued: bool = False  # allowed into a queueing ClusterQueue: the pod waits, gated
+    shortfall: str = ""  # of a QuotaExceeded denial: what is missing, in which flavors
 
 
 def _deny(reason: str, message: str, code: int = 403, queue: str | None = None) -> Decision:
@@ -236,6 +239,11 @@ def _node_labels(table: QueueTable, flavors: Mapping[str, str]) -> dict[str, str
         if known is not None:
             labels.update(known.node_labels)
     return dict(sorted(labels.items()))
+
+
+def node_selector_of(table: QueueTable, charge: Charge) -> dict[str, str]:
+    """The nodeSelector a pod admitted with `charge` gets: its flavors' node labels."""
+    return _node_labels(table, charge.flavors)
 
 
 def _group_label_keys(table: QueueTable, queue: ClusterQueue) -> dict[str, frozenset[str]]:
@@ -432,8 +440,9 @@ class Prepared:
         return ""
 
 
-def _decide_workload(c: Prepared) -> Decision:
-    """A pod-template workload: can its pods (a Job: those running at once) ever fit?"""
+def _decide_workload(c: Prepared, queued: bool = False) -> Decision:
+    """A pod-template workload: can its pods (a Job: those running at once) ever fit? With
+    `queued`, a pod that will wait in its queue: can it ever fit there?"""
     warnings = list(c.warnings)
     assignment = assign_flavors(
         c.table,
@@ -451,6 +460,11 @@ def _decide_workload(c: Prepared) -> Decision:
         return _deny("QuotaExceeded", _exceeds(c.subject, c.route, assignment), queue=name)
     if waiting := c.busy_warning(None):
         warnings.append(waiting)
+    if queued:
+        return Decision(
+            True, 200, "Queued", f"{c.subject} waits in {c.where}", tuple(sorted(set(warnings))),
+            queue_name=name, queued=True,
+        )  # fmt: skip
     return Decision(
         True, 200, "Admitted", f"{c.subject} fits {c.where}", tuple(sorted(set(warnings))),
         queue_name=name,
@@ -475,7 +489,8 @@ def _decide_pod(c: Prepared, live: Usage) -> Decision:
     if not assignment.ok:
         message = _exceeds(c.subject, c.route, assignment)
         if c.operation != "UPDATE":
-            return _deny("QuotaExceeded", message, queue=c.route.local.name)
+            denial = _deny("QuotaExceeded", message, queue=c.route.local.name)
+            return replace(denial, shortfall="; ".join(assignment.reasons))
         warnings.append(f"{message} (existing pod: update allowed)")
         fallback = assign_flavors(
             c.table, queue, lambda _q: {}, charged.per_pod, charged.shared, capacity_only=True
@@ -528,13 +543,19 @@ def prepare(
         return _deny("InvalidObject", _sentence(str(exc)), code=400)
 
 
-def conclude(prepared: Prepared | Decision, usage: Usage) -> Decision:
+def conclude(prepared: Prepared | Decision, usage: Usage, enqueue: bool = True) -> Decision:
     """The quota arithmetic of a prepared decision against `usage` (cheap: no parsing, no
-    placement); a settled decision is returned as it is."""
+    placement); a settled decision is returned as it is.
+
+    A pod created in a ClusterQueue with `whenFull: Queue` is not checked against usage:
+    it is queued (`Decision.queued`) if it could ever fit, and the queueing controller
+    admits it later, with `enqueue` False."""
     if isinstance(prepared, Decision):
         return prepared
     if prepared.workload.kind != "Pod":
         return _decide_workload(prepared)
+    if enqueue and prepared.route.queue.queues and prepared.operation == "CREATE":
+        return _decide_workload(prepared, queued=True)
     return _decide_pod(prepared, usage)
 
 

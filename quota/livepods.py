@@ -12,6 +12,9 @@ after admission can lower it:
   (`status.resourceClaimStatuses`), else its templates, and the named claims it
   references.
 The `draquota.io/charge` annotation is never read here: it is informational.
+A pod still gated by `draquota.io/admission` and without a record waits in its
+queue and holds nothing: the scheduler cannot place it, and only draquota, having
+recorded its charge, removes the gate.
 A pod with no record (created before draquota was installed, or while its
 webhook was bypassed) is charged by recomputation alone.
 """
@@ -28,6 +31,7 @@ from quota.decision import recompute_charge
 from quota.errors import DraquotaError
 from quota.settings import Settings
 from quota.usage import Usage
+from quota.waiting import is_gated
 
 __all__ = [
     "TERMINAL_PHASES",
@@ -105,7 +109,7 @@ def live_pod_charge(
     amounts, never lower them. When the claims cannot be read (a template deleted
     after admission), the record alone is the charge.
     """
-    if not is_live_pod(pod, now):
+    if not is_live_pod(pod, now) or (admitted is None and is_gated(pod)):
         return None
     try:
         current = recompute_charge(pod, state, settings, admitted)

@@ -50,6 +50,10 @@ API_VERSION = "draquota.io/v1beta1"
 QUEUE_KINDS = ("ClusterQueue", "LocalQueue", "ResourceFlavor")
 BORROW = "Borrow"
 TRY_NEXT_FLAVOR = "TryNextFlavor"
+REJECT = "Reject"
+QUEUE = "Queue"
+STRICT_FIFO = "StrictFIFO"
+BEST_EFFORT_FIFO = "BestEffortFIFO"
 DEVICE_CLASS_KIND = "DeviceClass"
 
 # The fields of each kind, as in manifests/base/crds (strict decoding: anything else is an
@@ -64,6 +68,8 @@ CLUSTER_QUEUE_FIELDS: Schema = {
     "spec": {
         "namespaceSelector": _SELECTOR,
         "cohort": None,
+        "whenFull": None,
+        "queueingStrategy": None,
         "flavorFungibility": {"whenCanBorrow": None},
         "resourceGroups": [
             {
@@ -122,15 +128,24 @@ class ClusterQueue:
 
     `namespace_selector` is None when no namespace is selected (Kueue: a null selector).
     `resource_classes` maps each resource of kind DeviceClass to its classes.
+    `when_full` is Reject (a pod that does not fit is denied at submit) or Queue (pods wait,
+    gated, and the queueing controller admits them in `queueing_strategy` order).
     """
 
     name: str
     cohort: str | None = None
     namespace_selector: Mapping[str, Any] | None = None
     when_can_borrow: str = BORROW
+    when_full: str = REJECT
+    queueing_strategy: str = BEST_EFFORT_FIFO
     groups: tuple[ResourceGroup, ...] = ()
     resource_classes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
+
+    @property
+    def queues(self) -> bool:
+        """Pods that do not fit wait in this queue instead of being denied."""
+        return self.when_full == QUEUE
 
     def group_of(self, resource: str) -> ResourceGroup | None:
         """The resource group covering `resource`, if any."""
@@ -268,6 +283,18 @@ def _flavor(
     return FlavorQuotas(name, resources)
 
 
+def _choice(
+    reader: FieldReader, spec: Mapping[str, Any], key: str, allowed: tuple[str, ...]
+) -> str:
+    """An enum field of the spec; the first allowed value when it is absent."""
+    value = reader.string(spec.get(key), f"spec.{key}") or allowed[0]
+    if value not in allowed:
+        raise reader.fail(
+            f"spec.{key}", f"unsupported value {value!r}: expected {' or '.join(allowed)}"
+        )
+    return value
+
+
 def parse_cluster_queue(obj: Obj) -> ClusterQueue:
     """Parse a ClusterQueue; InvalidObject when malformed, rule violations in `problems`."""
     metadata = obj.get("metadata") or {}
@@ -289,6 +316,8 @@ def parse_cluster_queue(obj: Obj) -> ClusterQueue:
             "spec.flavorFungibility.whenCanBorrow",
             f"unsupported value {when!r}: expected Borrow or TryNextFlavor",
         )
+    when_full = _choice(reader, spec, "whenFull", (REJECT, QUEUE))
+    strategy = _choice(reader, spec, "queueingStrategy", (BEST_EFFORT_FIFO, STRICT_FIFO))
     problems: list[str] = []
     classes: dict[str, tuple[str, ...]] = {}
     groups = []
@@ -330,6 +359,8 @@ def parse_cluster_queue(obj: Obj) -> ClusterQueue:
         cohort=cohort,
         namespace_selector=selector,
         when_can_borrow=when,
+        when_full=when_full,
+        queueing_strategy=strategy,
         groups=tuple(groups),
         resource_classes=resource_classes,
         problems=tuple(sorted(set(problems))),

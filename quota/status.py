@@ -35,8 +35,10 @@ def cluster_queue_status(
     usage: Mapping[FlavorResource, int],
     previous: Mapping[str, Any] | None,
     now: str,
+    pending: int | None = None,
 ) -> dict[str, Any]:
-    """The `status` of ClusterQueue `name`: the `Active` condition and usage per flavor.
+    """The `status` of ClusterQueue `name`: the `Active` condition, usage per flavor and, for a
+    queue with `whenFull: Queue`, the `pending` workloads waiting in it.
 
     `previous` is the status the object has; the condition keeps its
     lastTransitionTime unless its status changes (Kubernetes condition rules).
@@ -54,4 +56,7 @@ def cluster_queue_status(
         condition["lastTransitionTime"] = str(old.get("lastTransitionTime"))
     else:
         condition["lastTransitionTime"] = now
-    return {"conditions": [condition], "flavorsUsage": _flavors_usage(usage)}
+    status: dict[str, Any] = {"conditions": [condition], "flavorsUsage": _flavors_usage(usage)}
+    if pending is not None:
+        status["pendingWorkloads"] = pending
+    return status

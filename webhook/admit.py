@@ -21,15 +21,17 @@ from typing import Any
 from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge
 from quota.claims import claim_references
 from quota.cluster import ClusterState, meta_of
-from quota.decision import Decision, Placer, conclude, prepare, recheck_pod
+from quota.decision import Decision, Placer, conclude, node_selector_of, prepare, recheck_pod
 from quota.errors import DraquotaError
 from quota.livepods import is_live_pod, pod_key, pod_uid
+from quota.queues import queue_table
 from quota.settings import Settings
 from quota.usage import Usage
+from quota.waiting import ADMISSION_GATE, is_gated
 from quota.workloads import WORKLOAD_KINDS, as_workload
 from webhook.admission import AdmissionRequest, Outcome
 from webhook.backend import Backend, Ledger, valid_reservation_id
-from webhook.mutation import pod_patch, workload_patch
+from webhook.mutation import pod_patch, queued_pod_patch, workload_patch
 
 __all__ = ["Admission"]
 
@@ -135,7 +137,9 @@ class Admission:
         decision = self._decide(obj, req, "", dry_run=True)
         if not decision.allowed:
             return _denial(decision), decision
-        if req.kind == "Pod":
+        if req.kind == "Pod" and decision.queued:
+            patch = queued_pod_patch(req.object or {}, decision)
+        elif req.kind == "Pod":
             patch = pod_patch(req.object or {}, decision)
         elif req.kind == "Job" and req.operation == "UPDATE":
             patch = []  # a Job's pod template is immutable once created
@@ -234,10 +238,39 @@ class Admission:
                 f"{req.ref}: metadata.annotations[{CHARGE_ANNOTATION}]: is set by draquota at "
                 "creation and cannot be changed",
             ), None
+        if not mutating and _ungated(req):
+            return self._ungate(req), None
         if not mutating and _resources(req.object) != _resources(req.old_object):
             outcome, _ = self._recheck(req, req.object, self.backend.state)
             return outcome, None
         return Outcome(True), None
+
+    def _ungate(self, req: AdmissionRequest) -> Outcome:
+        """Only the queue removes draquota's gate: the pod must hold an admission record (only
+        draquota writes those) and select the nodes of the flavors it was charged to."""
+        pod = req.object or {}
+        recorded = self.ledger.record(pod_uid(pod))
+        if recorded is None:
+            return _deny(
+                403,
+                "WaitingForQuota",
+                f"{req.ref}: spec.schedulingGates: {ADMISSION_GATE} is removed by draquota when "
+                "the pod's ClusterQueue admits it; the pod is still waiting for quota",
+            )
+        wanted = node_selector_of(queue_table(self.backend.state, self.settings), recorded)
+        spec = pod.get("spec")
+        selector = spec.get("nodeSelector") if isinstance(spec, Mapping) else None
+        selector = selector if isinstance(selector, Mapping) else {}
+        missing = {k: v for k, v in wanted.items() if selector.get(k) != v}
+        if missing:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(missing.items()))
+            return _deny(
+                403,
+                "ChargeMismatch",
+                f"{req.ref}: spec.nodeSelector: must select the nodes of the flavor the pod is "
+                f"charged to ({labels})",
+            )
+        return Outcome(True)
 
     def _recheck(
         self, req: AdmissionRequest, pod: Mapping[str, Any] | None, state: ClusterState
@@ -329,6 +362,11 @@ def _stamp_mismatch(
     req: AdmissionRequest, pod: Mapping[str, Any], stamp: _Stamp | None, decision: Decision
 ) -> str:
     """Why a pod does not carry what /mutate stamps for this decision ("" when it does)."""
+    if decision.queued and not is_gated(pod):
+        return (
+            f"{req.ref}: spec.schedulingGates: must include {ADMISSION_GATE} (ClusterQueue "
+            "queues pods): the pod did not pass draquota's mutating webhook; submit it again"
+        )
     if decision.charge is None:
         return ""
     if stamp is None:
@@ -357,6 +395,17 @@ def _stamp_mismatch(
             f"({labels}); submit it again"
         )
     return ""
+
+
+def _ungated(req: AdmissionRequest) -> bool:
+    """The update removes draquota's scheduling gate."""
+    old, new = req.old_object, req.object
+    return (
+        isinstance(old, Mapping)
+        and isinstance(new, Mapping)
+        and is_gated(old)
+        and not is_gated(new)
+    )
 
 
 def _digest_id(text: str) -> str:

@@ -83,6 +83,10 @@ class Ledger(Protocol):
         """The admission record of the pod with this UID."""
         ...
 
+    def release(self, uids: list[str]) -> None:
+        """Delete these admission records (the queue takes back a group it could not start)."""
+        ...
+
     def users(self, kind: str, namespace: str, name: str) -> list[Obj]:
         """Cached pods whose charge reads this claim or template."""
         ...
@@ -274,6 +278,13 @@ class MemoryLedger(SyncedUsage):
                 self._expiry.pop(uid, None)
                 self._expiry[uid] = self._clock() + self._settings.reservation_ttl_seconds
             return decision
+
+    def release(self, uids: list[str]) -> None:
+        with self._view_lock:
+            for uid in uids:
+                self._expiry.pop(uid, None)
+                self._pods.unreserve(uid)
+                self._pods.set_record(uid, None)
 
     def _sync(self) -> None:
         self._pods.sync()

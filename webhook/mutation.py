@@ -15,10 +15,11 @@ from typing import Any
 from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge
 from quota.decision import Decision
 from quota.errors import InvalidObject
+from quota.waiting import ADMISSION_GATE, is_gated
 from quota.workloads import WORKLOAD_KINDS
 from webhook.types import PatchOp
 
-__all__ = ["escape_pointer", "pod_patch", "same_charge", "workload_patch"]
+__all__ = ["escape_pointer", "pod_patch", "queued_pod_patch", "same_charge", "workload_patch"]
 
 
 def escape_pointer(key: str) -> str:
@@ -97,6 +98,30 @@ def pod_patch(pod: Mapping[str, Any], decision: Decision) -> list[PatchOp]:
         overwrite=False,
     )
     return ops
+
+
+def queued_pod_patch(pod: Mapping[str, Any], decision: Decision) -> list[PatchOp]:
+    """The operations for a pod that waits in a queueing ClusterQueue: its queue label, draquota's
+    scheduling gate, and no charge annotation (it holds no quota until the queue admits it)."""
+    metadata = pod.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    ops = _strip_charge(metadata)
+    if decision.queue_name:
+        ops += _set_entries(
+            metadata.get("labels"),
+            "/metadata/labels",
+            {QUEUE_LABEL: decision.queue_name},
+            overwrite=False,
+        )
+    if is_gated(pod):
+        return ops
+    spec = pod.get("spec")
+    gates = spec.get("schedulingGates") if isinstance(spec, Mapping) else None
+    gate = {"name": ADMISSION_GATE}
+    if isinstance(gates, list):
+        return [*ops, {"op": "add", "path": "/spec/schedulingGates/-", "value": gate}]
+    op = "add" if gates is None else "replace"
+    return [*ops, {"op": op, "path": "/spec/schedulingGates", "value": [gate]}]
 
 
 def _at(obj: Any, path: tuple[str, ...]) -> Any:

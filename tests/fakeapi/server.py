@@ -27,7 +27,7 @@ from tests.fakeapi.store import RESOURCES, ApiError, Obj, Resource, Store
 
 __all__ = ["FakeApiServer"]
 
-GROUP_VERSIONS = {"draquota.io": ("v1beta1",)}
+GROUP_VERSIONS = {"draquota.io": ("v1beta1",), "coordination.k8s.io": ("v1",)}
 # Built-in lists omit kind/apiVersion on items, as the real API server does.
 TYPED_GROUPS = ("", "resource.k8s.io")
 

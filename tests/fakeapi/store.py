@@ -45,6 +45,7 @@ RESOURCES = (
     Resource("draquota.io", "localqueues", "LocalQueue", True),
     Resource("draquota.io", "resourceflavors", "ResourceFlavor", False),
     Resource("draquota.io", "quotaledgers", "QuotaLedger", False),
+    Resource("coordination.k8s.io", "leases", "Lease", True),
 )
 
 

@@ -29,7 +29,8 @@ ALLOWED = {
     ("resource.k8s.io", "resourceclaimtemplates"): READ,
     ("resource.k8s.io", "deviceclasses"): READ,
     ("resource.k8s.io", "resourceslices"): READ,
-    ("", "pods"): READ,
+    ("", "pods"): READ | {"update"},  # the queueing controller ungates admitted pods
+    ("", "pods/status"): {"update"},  # and shows why the others wait
     ("", "nodes"): READ,
     ("", "namespaces"): READ,
     ("draquota.io", "clusterqueues"): READ,
@@ -38,6 +39,7 @@ ALLOWED = {
     ("draquota.io", "quotaledgers"): READ | {"create", "update", "patch"},
     ("draquota.io", "clusterqueues/status"): {"update", "patch"},
     ("", "secrets"): {"get", "update", "patch"},
+    ("coordination.k8s.io", "leases"): {"get", "create", "update"},
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): {"get", "update", "patch"},
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): {
         "get",

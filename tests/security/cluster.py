@@ -85,12 +85,24 @@ class Cluster:
         if not metadata.get("name") and metadata.get("generateName"):
             metadata["name"] = f"{metadata['generateName']}{next(_uids):05x}"
         metadata["uid"] = f"uid-{next(_uids)}"
+        metadata["creationTimestamp"] = self.clock.timestamp()
         validated = self.call("validate", review(stored, dry_run=dry_run, **kwargs))
         if validated["allowed"] and not dry_run:
             if stored.get("kind") == "Pod":
                 stored["status"] = {"phase": "Pending"}
             self.state.upsert(stored)
         return {**validated, "object": stored}
+
+    def update(self, obj: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        """Update an existing pod as the API server would (validating webhook only: draquota's
+        mutating webhook sees pod creates alone); the response, stored when allowed."""
+        metadata = obj["metadata"]
+        old = self.state.get("Pod", metadata.get("namespace", "team-a"), metadata["name"])
+        assert old is not None
+        validated = self.call("validate", review(obj, "UPDATE", old=dict(old), **kwargs))
+        if validated["allowed"]:
+            self.state.upsert(obj)
+        return validated
 
     def delete(self, name: str, grace: int, namespace: str = "team-a") -> None:
         """A graceful delete of a pod on a node: marked, not removed, until its grace ends."""

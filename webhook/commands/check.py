@@ -2,7 +2,10 @@
 
 Inputs are decided in order; every admitted pod
 counts against the next, on top of the live pods (and, with --kubeconfig, the
-reservations in flight) of the cluster. Claims, templates, queues and other
+reservations in flight) of the cluster. A pod of a ClusterQueue with `whenFull:
+Queue` is admitted at once when it fits and nobody waits ahead of it that its
+queueingStrategy makes it wait behind; otherwise it waits, and the output gives
+its position in the order waiting pods would start in. Claims, templates, queues and other
 objects among the inputs join the cluster view before anything is decided.
 With --kubeconfig the cluster is listed once and nothing is written to it.
 
@@ -14,6 +17,7 @@ invalid, exits 2 (so a quota setup can be checked without any pod).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -21,12 +25,18 @@ from pathlib import Path
 from typing import Any
 
 from quota.cluster import ClusterState
-from quota.decision import Decision, Placer, decide
+from quota.decision import Decision, Placer, conclude, decide, prepare
 from quota.errors import InvalidObject
 from quota.livepods import usage_from_pods
 from quota.messages import format_amounts
 from quota.placement import make_placer
-from quota.queues import LocalQueue, QueueTable, parse_resource_flavor, queue_table
+from quota.queues import (
+    STRICT_FIFO,
+    LocalQueue,
+    QueueTable,
+    parse_resource_flavor,
+    queue_table,
+)
 from quota.settings import Settings
 from quota.usage import Usage
 from quota.workloads import WORKLOAD_KINDS
@@ -83,7 +93,47 @@ def _item(obj: Mapping[str, Any], decision: Decision) -> dict[str, Any]:
         "charge": decision.charge.to_dict() if decision.charge else None,
         "nodeSelector": dict(decision.node_selector),
         "localQueue": decision.queue_name,
+        "waits": decision.queued,
     }
+
+
+def _priority(obj: Mapping[str, Any]) -> int:
+    spec = obj.get("spec")
+    value = spec.get("priority") if isinstance(spec, Mapping) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _from_queue(
+    obj: Mapping[str, Any],
+    queued: Decision,
+    state: ClusterState,
+    settings: Settings,
+    placer: Placer | None,
+    usage: Usage,
+    ahead: list[str],
+) -> Decision:
+    """A pod its queue takes: admitted at once when it fits and its queueingStrategy lets it
+    past those waiting `ahead`, else still queued, saying why."""
+    prepared = prepare(obj, state, settings, placer)
+    if isinstance(prepared, Decision):
+        return prepared
+    queue = prepared.route.queue
+    if queue.queueing_strategy == STRICT_FIFO and ahead:
+        why = f"behind {ahead[0]} (StrictFIFO)"
+        return dataclasses.replace(queued, message=f"{queued.message} {why}")
+    now = conclude(prepared, usage, enqueue=False)
+    if now.allowed:
+        return dataclasses.replace(now, message=f"{now.message} by its queue at once")
+    why = f"for quota: {now.shortfall or now.message}"
+    return dataclasses.replace(queued, message=f"{queued.message} {why}")
+
+
+def _positions(items: list[dict[str, Any]], waiting: dict[str, list[tuple[int, int]]]) -> None:
+    """Number each waiting item by the order its ClusterQueue would start them in."""
+    for entries in waiting.values():
+        entries.sort(key=lambda entry: (-entry[0], entry[1]))
+        for position, (_, index) in enumerate(entries, 1):
+            items[index]["message"] += f"; position {position} of {len(entries)}"
 
 
 def check_objects(
@@ -105,12 +155,21 @@ def check_objects(
             state.upsert(obj)
     usage = usage_from_pods(state, settings, time.time()) if usage is None else usage.copy()
     items = []
+    waiting: dict[str, list[tuple[int, int]]] = {}  # ClusterQueue -> (priority, item index)
+    table = queue_table(state, settings)
     for obj in decided:
         decision = decide(obj, state, usage, settings, placer)
+        _, namespace, name = _identity(obj)
+        if decision.queued:
+            queue = _queue_of(_item(obj, decision), table)
+            ahead = [items[i]["name"] for _, i in waiting.get(queue, ())]
+            decision = _from_queue(obj, decision, state, settings, placer, usage, ahead)
+            if decision.queued:
+                waiting.setdefault(queue, []).append((_priority(obj), len(items)))
         if decision.allowed and decision.charge is not None:
-            _, namespace, name = _identity(obj)
             usage.add(f"{namespace}/{name}", decision.charge)
         items.append(_item(obj, decision))
+    _positions(items, waiting)
     return items
 
 
@@ -133,7 +192,7 @@ def _table(
             item["kind"],
             item["namespace"],
             item["name"],
-            "admitted" if item["allowed"] else "DENIED",
+            "waits" if item["waits"] else "admitted" if item["allowed"] else "DENIED",
             item["reason"],
             item["clusterQueue"] or "-",
             ",".join(flavors) or "-",
@@ -148,13 +207,15 @@ def _table(
 
 
 def _print_notes(items: list[dict[str, Any]]) -> None:
-    admitted = sum(1 for item in items if item["allowed"])
-    print(f"\n{admitted} allowed, {len(items) - admitted} denied")
-    notes = [item for item in items if not item["allowed"] or item["warnings"]]
+    waits = sum(1 for item in items if item["waits"])
+    admitted = sum(1 for item in items if item["allowed"]) - waits
+    waiting = f", {waits} wait in their queue" if waits else ""
+    print(f"\n{admitted} allowed, {len(items) - admitted - waits} denied{waiting}")
+    notes = [item for item in items if not item["allowed"] or item["waits"] or item["warnings"]]
     if notes:
         print()
     for item in notes:
-        if not item["allowed"]:
+        if not item["allowed"] or item["waits"]:
             print(f"{item['namespace']}/{item['name']}: {item['message']}")
         for warning in item["warnings"]:
             print(f"{item['namespace']}/{item['name']}: warning: {warning}")

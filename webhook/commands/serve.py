@@ -13,11 +13,14 @@ import argparse
 import atexit
 import gc
 import logging
+import os
 import shutil
 import signal
+import socket
 import ssl
 import sys
 import tempfile
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,8 @@ from webhook.commands._common import load_settings
 __all__ = ["configure", "run"]
 
 EXIT_BAD_INPUT = 2
+LEASE_NAMESPACE = "draquota-system"
+LEASE_NAME = "draquota-queueing"
 log = logging.getLogger("draquota.serve")
 
 
@@ -108,7 +113,7 @@ def _start_rotator(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _live(args: argparse.Namespace, settings: Settings) -> tuple[Backend, Ledger] | str:
+def _live(args: argparse.Namespace, settings: Settings) -> tuple[Backend, Ledger, Any] | str:
     try:
         from certs.kube import api_client
         from webhook.kube.backend import KubeBackend
@@ -125,7 +130,39 @@ def _live(args: argparse.Namespace, settings: Settings) -> tuple[Backend, Ledger
     backend = KubeBackend(client)
     ledger = ClusterLedger(client, backend, settings)
     backend.attach(QueueStatusWriter(client, backend, ledger, settings))
-    return backend, ledger
+    return backend, ledger, client
+
+
+def _queueing(
+    client: Any, backend: Backend, ledger: Ledger, settings: Settings, placer: Any
+) -> Any:
+    """The queueing controller, run by the replica that holds the Lease (one at a time)."""
+    from webhook.kube.lease import LeaseElector
+    from webhook.kube.podwriter import KubePodWriter
+    from webhook.queueing import QueueController
+
+    namespace = os.environ.get("POD_NAMESPACE") or LEASE_NAMESPACE
+    identity = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    elector = LeaseElector(client, namespace, LEASE_NAME, identity)
+    controller = QueueController(
+        backend, ledger, settings, placer, KubePodWriter(client), leading=elector.leading
+    )
+    return _Together(elector, controller)
+
+
+class _Together:
+    """Components started in order and stopped in reverse (the elector releases last)."""
+
+    def __init__(self, *components: Any) -> None:
+        self.components = components
+
+    def start(self) -> None:
+        for component in self.components:
+            component.start()
+
+    def stop(self) -> None:
+        for component in reversed(self.components):
+            component.stop()
 
 
 def _cert_dir(args: argparse.Namespace) -> Path | str:
@@ -171,17 +208,20 @@ def run(args: argparse.Namespace) -> int:
     if state_backend is not None:
         backend: Backend = state_backend
         ledger: Ledger = MemoryLedger(backend.state, settings)
+        placer = _placer(backend)
     else:
         live = _live(args, settings)
         if isinstance(live, str):
             print(f"draquota serve: {live}", file=sys.stderr)
             return EXIT_BAD_INPUT
-        backend, ledger = live
+        backend, ledger, client = live
+        placer = _placer(backend)
+        backend.attach(_queueing(client, backend, ledger, settings, placer))  # type: ignore[attr-defined]
     app = create_app(
         backend,
         ledger,
         settings,
-        _placer(backend),
+        placer,
         certs_ready=lambda: reloader.loaded,
         require_client_cert=args.client_ca is not None,
     )

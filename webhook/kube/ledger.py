@@ -187,6 +187,17 @@ class ClusterLedger(SyncedUsage):
                 return decision
         return _fail_closed(decision, base, "too many concurrent updates")
 
+    def release(self, uids: list[str]) -> None:
+        """Delete these records from every shard holding them (read, then rewritten)."""
+        drop = set(uids)
+        with self._view_lock:
+            self._sync()
+            names = {n for uid in drop for n in self._holders.get(uid, ())}
+        for name in sorted(names):
+            self._rewrite(name, lambda e: e.id in drop)
+        with self._view_lock:
+            self._sync()
+
     # -- reconciler ------------------------------------------------------------------
 
     def start(self) -> None:

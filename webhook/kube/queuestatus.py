@@ -1,4 +1,5 @@
-"""Writes each ClusterQueue's status: the `Active` condition and usage per flavor.
+"""Writes each ClusterQueue's status: the `Active` condition, usage per flavor, and the
+workloads waiting in a queue with `whenFull: Queue`.
 
 Every replica runs it; they compute the same status from the same caches, so
 after one write the others find nothing to change. A write races other writers
@@ -15,10 +16,12 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from quota.cluster import ClusterState
+from quota.livepods import is_live_pod
 from quota.queues import queue_table
 from quota.settings import Settings
 from quota.status import cluster_queue_status
 from quota.usage import Usage
+from quota.waiting import is_gated, waiting_workloads
 from webhook.kube.client import ApiError, KubeClient, TransportError
 from webhook.kube.periodic import Periodic
 from webhook.kube.resources import QUOTA_GROUP, QUOTA_VERSION, ResourceType
@@ -70,12 +73,19 @@ class QueueStatusWriter:
         state = self.backend.state
         table = queue_table(state, self.settings)
         usage = self.ledger.usage()
-        now = _rfc3339(self.clock())
+        seconds = self.clock()
+        now = _rfc3339(seconds)
+        waiting = {}
+        if any(queue.queues for queue in table.queues.values()):
+            gated = (p for p in state.list("Pod") if is_gated(p) and is_live_pod(p, seconds))
+            waiting = waiting_workloads(gated, table)
         written = 0
         for queue in state.list("ClusterQueue"):
             name = str((queue.get("metadata") or {}).get("name"))
             current = queue.get("status") if isinstance(queue.get("status"), Mapping) else None
-            wanted = cluster_queue_status(table, name, usage.of(name), current, now)
+            parsed = table.queues.get(name)
+            pending = len(waiting.get(name, ())) if parsed is not None and parsed.queues else None
+            wanted = cluster_queue_status(table, name, usage.of(name), current, now, pending)
             if current is not None and _same(current, wanted):
                 continue
             written += self._write(queue, name, wanted)

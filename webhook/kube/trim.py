@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from quota.charge import QUEUE_LABEL
+from quota.waiting import GROUP_LABEL, GROUP_TOTAL_ANNOTATION
 
 __all__ = ["trimmed_pod"]
 
@@ -23,10 +24,21 @@ _METADATA = (
     "generateName",
     "uid",
     "resourceVersion",
+    "creationTimestamp",
     "deletionTimestamp",
     "deletionGracePeriodSeconds",
 )
-_SPEC = ("resourceClaims", "overhead", "resources", "nodeSelector", "nodeName")
+_SPEC = (
+    "resourceClaims",
+    "overhead",
+    "resources",
+    "nodeSelector",
+    "nodeName",
+    "schedulingGates",
+    "priority",
+)
+_LABELS = (QUEUE_LABEL, GROUP_LABEL)
+_ANNOTATIONS = (GROUP_TOTAL_ANNOTATION,)
 _CONTAINER = ("name", "resources", "restartPolicy")
 _STATUS = ("phase", "resourceClaimStatuses")
 
@@ -49,9 +61,10 @@ def trimmed_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
     metadata = pod.get("metadata")
     spec = pod.get("spec")
     kept_meta = _pick(metadata, _METADATA)
-    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
-    if isinstance(labels, Mapping) and QUEUE_LABEL in labels:
-        kept_meta["labels"] = {QUEUE_LABEL: labels[QUEUE_LABEL]}
+    if isinstance(metadata, Mapping):
+        for field, keys in (("labels", _LABELS), ("annotations", _ANNOTATIONS)):
+            if kept := _pick(metadata.get(field), keys):
+                kept_meta[field] = kept
     kept_spec = _pick(spec, _SPEC)
     if isinstance(spec, Mapping):
         for field in ("containers", "initContainers"):

@@ -1,0 +1,204 @@
+"""Pods waiting in ClusterQueues with `whenFull: Queue`, and the order they start in.
+
+Such a pod is created with the scheduling gate `draquota.io/admission`: the
+scheduler leaves it alone and it holds no quota (SPEC: integrity, a gated pod
+without an admission record is charged nothing). The queueing controller admits
+waiting workloads one ClusterQueue at a time, in Kueue's order: higher priority
+first (the pod's `spec.priority`, which the API server sets from its
+PriorityClass), then older first. With StrictFIFO nothing is admitted behind a
+head that does not fit; with BestEffortFIFO smaller workloads go past it.
+
+A workload is one pod, or a pod group: the pods that carry the same
+`draquota.io/pod-group-name` label, admitted only all together, once all
+`draquota.io/pod-group-total-count` of them exist (Kueue's convention, under
+draquota's own keys).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from quota.charge import QUEUE_LABEL
+from quota.cluster import Obj
+from quota.queues import STRICT_FIFO, ClusterQueue, QueueTable
+
+__all__ = [
+    "ADMISSION_GATE",
+    "GROUP_LABEL",
+    "GROUP_TOTAL_ANNOTATION",
+    "Waiting",
+    "admit_in_order",
+    "is_gated",
+    "waiting_workloads",
+]
+
+ADMISSION_GATE = "draquota.io/admission"
+GROUP_LABEL = "draquota.io/pod-group-name"
+GROUP_TOTAL_ANNOTATION = "draquota.io/pod-group-total-count"
+_DEFAULT_LOCAL_QUEUE = "default"
+_MAX_GROUP = 1024
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def is_gated(pod: Obj) -> bool:
+    """The pod still carries draquota's scheduling gate."""
+    gates = _mapping(pod.get("spec")).get("schedulingGates")
+    return isinstance(gates, list) and any(
+        isinstance(g, Mapping) and g.get("name") == ADMISSION_GATE for g in gates
+    )
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """One workload waiting for its ClusterQueue: a pod, or the pods of a group so far.
+
+    `key` is `ns/name` of the pod, or `ns/group-name` of a group; `total` is how many pods
+    the workload needs; `problem` says why it can never start as it is ("" when it can).
+    """
+
+    key: str
+    cluster_queue: str
+    priority: int
+    created: str
+    pods: tuple[Obj, ...]
+    total: int = 1
+    problem: str = ""
+
+    @property
+    def complete(self) -> bool:
+        return len(self.pods) >= self.total
+
+    @property
+    def subject(self) -> str:
+        if self.total == 1 and len(self.pods) == 1 and not _group(self.pods[0]):
+            return f"pod {self.key}"
+        return f"pod group {self.key}"
+
+    def order(self) -> tuple[int, str, str]:
+        return (-self.priority, self.created, self.key)
+
+
+def _group(pod: Obj) -> str:
+    value = _mapping(_mapping(pod.get("metadata")).get("labels")).get(GROUP_LABEL)
+    return value if isinstance(value, str) else ""
+
+
+def _cluster_queue(pod: Obj, table: QueueTable) -> ClusterQueue | None:
+    metadata = _mapping(pod.get("metadata"))
+    label = _mapping(metadata.get("labels")).get(QUEUE_LABEL)
+    name = label if isinstance(label, str) and label else _DEFAULT_LOCAL_QUEUE
+    local = table.local_queues.get(f"{metadata.get('namespace') or 'default'}/{name}")
+    if local is None or isinstance(local, str):
+        return None
+    return table.queues.get(local.cluster_queue)
+
+
+def _priority(pod: Obj) -> int:
+    value = _mapping(pod.get("spec")).get("priority")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _created(pod: Obj) -> str:
+    value = _mapping(pod.get("metadata")).get("creationTimestamp")
+    return value if isinstance(value, str) else ""
+
+
+def _total(pods: Sequence[Obj]) -> tuple[int, str]:
+    """A group's total count from its pods' annotation, and the problem when it has none."""
+    counts = {
+        _mapping(_mapping(p.get("metadata")).get("annotations")).get(GROUP_TOTAL_ANNOTATION)
+        for p in pods
+    }
+    if len(counts) != 1:
+        return len(pods), f"its pods disagree on annotation {GROUP_TOTAL_ANNOTATION}"
+    (raw,) = counts
+    try:
+        total = int(raw) if isinstance(raw, str) else -1
+    except ValueError:
+        total = -1
+    if not 1 <= total <= _MAX_GROUP:
+        return len(pods), (
+            f"annotation {GROUP_TOTAL_ANNOTATION} must be a whole number from 1 to {_MAX_GROUP}"
+        )
+    if len(pods) > total:
+        return total, f"it has {len(pods)} pods, more than its total count {total}"
+    return total, ""
+
+
+def waiting_workloads(pods: Iterable[Obj], table: QueueTable) -> dict[str, list[Waiting]]:
+    """Gated pods of queueing ClusterQueues as workloads, per ClusterQueue, in queue order.
+
+    `pods` are the live pods to consider (the caller leaves out finished and deleted ones).
+    """
+    singles: dict[str, list[Waiting]] = {}
+    groups: dict[tuple[str, str], list[Obj]] = {}
+    for pod in pods:
+        if not is_gated(pod):
+            continue
+        queue = _cluster_queue(pod, table)
+        if queue is None or not queue.queues:
+            continue
+        metadata = _mapping(pod.get("metadata"))
+        namespace = metadata.get("namespace") or "default"
+        group = _group(pod)
+        if group:
+            groups.setdefault((queue.name, f"{namespace}/{group}"), []).append(pod)
+            continue
+        waiting = Waiting(
+            f"{namespace}/{metadata.get('name')}", queue.name, _priority(pod), _created(pod), (pod,)
+        )
+        singles.setdefault(queue.name, []).append(waiting)
+    for (queue_name, key), members in groups.items():
+        members.sort(key=lambda p: (_created(p), str(_mapping(p.get("metadata")).get("name"))))
+        total, problem = _total(members)
+        waiting = Waiting(
+            key,
+            queue_name,
+            max(_priority(p) for p in members),
+            _created(members[0]),
+            tuple(members),
+            total,
+            problem,
+        )
+        singles.setdefault(queue_name, []).append(waiting)
+    for workloads in singles.values():
+        workloads.sort(key=Waiting.order)
+    return singles
+
+
+def admit_in_order(
+    queue: ClusterQueue,
+    workloads: Sequence[Waiting],
+    admit: Callable[[Waiting], str],
+) -> dict[str, str]:
+    """Try the workloads of `queue` in order; `admit` admits one and answers "" or why it
+    must wait. The message each workload left waiting should show, by key.
+
+    A group whose pods do not all exist yet is passed over without blocking anyone, as
+    in Kueue, where such a group is not a workload yet.
+    """
+    waiting: dict[str, str] = {}
+    queued: list[tuple[str, str]] = []  # (key, why) of complete workloads left waiting
+    head = ""
+    for workload in workloads:
+        if workload.problem:
+            waiting[workload.key] = f"{workload.subject} cannot start: {workload.problem}"
+        elif not workload.complete:
+            waiting[workload.key] = (
+                f"waiting for the pods of {workload.subject}: {len(workload.pods)} of "
+                f"{workload.total} exist"
+            )
+        elif head:
+            queued.append((workload.key, f"waiting behind {head} (StrictFIFO)"))
+        elif why := admit(workload):
+            queued.append((workload.key, f"waiting for quota: {why}"))
+            if queue.queueing_strategy == STRICT_FIFO:
+                head = workload.subject
+    for position, (key, why) in enumerate(queued, 1):
+        waiting[key] = f"{why}; position {position} of {len(queued)} in ClusterQueue {queue.name}"
+    return waiting

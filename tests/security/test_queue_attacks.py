@@ -1,0 +1,64 @@
+"""Attacks on queueing (ClusterQueues with `whenFull: Queue`): a waiting pod holds no quota,
+so everything that would let it run without being admitted must fail."""
+
+from __future__ import annotations
+
+import copy
+
+from quota.waiting import ADMISSION_GATE, is_gated
+from tests.security.cluster import Cluster
+from tests.webhook.builders import FLAVOR, FLAVOR_LABELS, QUEUE, cluster_objects, pod, review
+from tests.webhook.test_queueing import controller, gpus, queueing_cluster, submit
+
+
+def _ungated(obj: dict[str, object]) -> dict[str, object]:
+    changed = copy.deepcopy(obj)
+    changed["spec"]["schedulingGates"] = []  # type: ignore[index]
+    return changed
+
+
+def test_a_user_cannot_remove_draquotas_gate_from_a_waiting_pod() -> None:
+    cluster = queueing_cluster(gpus=2)
+    submit(cluster, gpus("mine", 2), gpus("sneaky", 2))
+    queue, _ = controller(cluster)
+    queue.run_once()
+    sneaky = _ungated(cluster.pod("sneaky"))
+    sneaky["spec"]["nodeSelector"] = dict(FLAVOR_LABELS)  # type: ignore[index]
+    answer = cluster.update(sneaky)
+    assert not answer["allowed"]
+    assert answer["status"]["reason"] == "WaitingForQuota"
+    assert (
+        f"spec.schedulingGates: {ADMISSION_GATE} is removed by draquota"
+        in (answer["status"]["message"])
+    )
+    assert is_gated(cluster.pod("sneaky"))
+    assert cluster.usage(QUEUE, FLAVOR, "gpu") == 2
+
+
+def test_an_admitted_pod_must_keep_its_flavors_node_selector_when_ungated() -> None:
+    cluster = queueing_cluster(gpus=2)
+    submit(cluster, gpus("a", 2))
+    queue, writer = controller(cluster)
+    writer.admit = lambda *_: False  # type: ignore[method-assign]  # recorded, not ungated yet
+    queue.run_once()
+    answer = cluster.update(_ungated(cluster.pod("a")))  # the user races, without the selector
+    assert not answer["allowed"]
+    assert "spec.nodeSelector: must select the nodes of the flavor" in answer["status"]["message"]
+
+
+def test_a_pod_that_skipped_the_mutating_webhook_is_not_let_in_ungated() -> None:
+    cluster = queueing_cluster(gpus=2)
+    forged = gpus("direct", 1)
+    forged["metadata"]["uid"] = "uid-direct"
+    answer = cluster.call("validate", review(forged))
+    assert not answer["allowed"]
+    assert f"spec.schedulingGates: must include {ADMISSION_GATE}" in answer["status"]["message"]
+
+
+def test_a_gate_added_by_hand_in_a_rejecting_queue_does_not_hide_the_pods_charge() -> None:
+    cluster = Cluster(cluster_objects(2))
+    gated = pod("hidden")
+    gated["spec"]["schedulingGates"] = [{"name": ADMISSION_GATE}]
+    assert cluster.create(gated)["allowed"]
+    assert cluster.usage(QUEUE, FLAVOR, "gpu") == 1
+    assert not cluster.create(pod("second-and-third", ("one-gpu", "one-gpu")))["allowed"]

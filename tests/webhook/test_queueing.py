@@ -1,0 +1,244 @@
+"""The queueing controller against a ClusterQueue with `whenFull: Queue`, in process.
+
+Pods go through /mutate and /validate as the API server sends them
+(tests/security/cluster.py); the controller's pod writes go through the validating
+webhook too, as an update, so a pod is ungated only when draquota allows it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from quota.cluster import Obj
+from quota.waiting import ADMISSION_GATE, GROUP_LABEL, GROUP_TOTAL_ANNOTATION, is_gated
+from tests.security.cluster import Cluster
+from tests.webhook.builders import FLAVOR, FLAVOR_LABELS, NAMESPACE, QUEUE, cluster_objects, pod
+from webhook.queueing import QueueController
+
+GPU = "gpu"
+
+
+class ApiWriter:
+    """The controller's writes, sent through the stand-in API server (and its webhook)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.waiting: dict[str, str] = {}
+        self.denied: list[str] = []
+
+    def admit(self, obj: Obj, node_selector: Mapping[str, str], message: str) -> bool:
+        current = copy.deepcopy(dict(obj))
+        spec = current["spec"]
+        spec["schedulingGates"] = [
+            g for g in spec.get("schedulingGates", []) if g["name"] != ADMISSION_GATE
+        ]
+        spec["nodeSelector"] = {**spec.get("nodeSelector", {}), **node_selector}
+        answer = self.cluster.update(current)
+        if not answer["allowed"]:
+            self.denied.append(answer["status"]["message"])
+        self.waiting.pop(current["metadata"]["name"], None)
+        return bool(answer["allowed"])
+
+    def wait(self, obj: Obj, message: str) -> None:
+        self.waiting[obj["metadata"]["name"]] = message
+
+
+def queueing_cluster(gpus: int = 4, strategy: str = "BestEffortFIFO", **spec: Any) -> Cluster:
+    objects = cluster_objects(gpus)
+    for obj in objects:
+        if obj["kind"] == "ClusterQueue":
+            obj["spec"].update(whenFull="Queue", queueingStrategy=strategy, **spec)
+    objects += [gpu_template(n) for n in (2, 3, 5)]
+    return Cluster(objects)
+
+
+def gpu_template(count: int) -> dict[str, Any]:
+    request = {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com", "count": count}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": f"gpus-{count}", "namespace": NAMESPACE},
+        "spec": {"spec": {"devices": {"requests": [request]}}},
+    }
+
+
+def gpus(name: str, count: int, priority: int | None = None, **labels: str) -> dict[str, Any]:
+    """A pod asking for `count` GPUs through one template."""
+    obj = pod(name, (f"gpus-{count}",) if count > 1 else ("one-gpu",), labels=labels or None)
+    if priority is not None:
+        obj["spec"]["priority"] = priority
+    return obj
+
+
+def controller(cluster: Cluster) -> tuple[QueueController, ApiWriter]:
+    writer = ApiWriter(cluster)
+    return (
+        QueueController(
+            cluster.backend, cluster.ledger, cluster.settings, None, writer, wall=cluster.clock
+        ),
+        writer,
+    )
+
+
+def submit(cluster: Cluster, *pods: dict[str, Any]) -> None:
+    for obj in pods:
+        answer = cluster.create(obj)
+        assert answer["allowed"], answer
+        cluster.clock.now += 1  # creation order is queue order
+
+
+def running(cluster: Cluster) -> list[str]:
+    return sorted(p["metadata"]["name"] for p in cluster.state.list("Pod") if not is_gated(p))
+
+
+def used(cluster: Cluster) -> int:
+    return cluster.usage(QUEUE, FLAVOR, GPU)
+
+
+def test_a_pod_of_a_queueing_queue_is_created_gated_and_holds_no_quota() -> None:
+    cluster = queueing_cluster(gpus=4)
+    submit(cluster, gpus("a", 2))
+    created = cluster.pod("a")
+    assert is_gated(created)
+    assert "nodeSelector" not in created["spec"]
+    assert used(cluster) == 0
+    assert cluster.ledger.records() == {}
+
+
+def test_a_pod_that_could_never_fit_is_still_denied_at_submit() -> None:
+    cluster = queueing_cluster(gpus=4)
+    answer = cluster.create(gpus("huge", 5))
+    assert not answer["allowed"]
+    assert "request > maximum capacity (5 > 4)" in answer["status"]["message"]
+
+
+def test_the_controller_admits_what_fits_and_ungates_it_with_its_flavor() -> None:
+    cluster = queueing_cluster(gpus=4)
+    submit(cluster, gpus("a", 2), gpus("b", 2), gpus("c", 1))
+    queue, writer = controller(cluster)
+    done = queue.run_once()
+    assert done.admitted == [f"{NAMESPACE}/a", f"{NAMESPACE}/b"]
+    assert running(cluster) == ["a", "b"]
+    assert cluster.pod("a")["spec"]["nodeSelector"] == FLAVOR_LABELS
+    assert used(cluster) == 4
+    assert writer.waiting["c"].startswith("waiting for quota: ")
+    assert "1 more needed" in writer.waiting["c"]
+    assert writer.waiting["c"].endswith(f"position 1 of 1 in ClusterQueue {QUEUE}")
+
+
+@pytest.mark.parametrize(
+    ("strategy", "started"),
+    [("BestEffortFIFO", ["big", "small"]), ("StrictFIFO", ["big"])],
+)
+def test_strict_fifo_blocks_behind_the_head_best_effort_lets_smaller_pods_past(
+    strategy: str, started: list[str]
+) -> None:
+    cluster = queueing_cluster(gpus=4, strategy=strategy)
+    submit(cluster, gpus("big", 3), gpus("bigger", 2), gpus("small", 1))
+    queue, writer = controller(cluster)
+    queue.run_once()
+    assert running(cluster) == started
+    if strategy == "StrictFIFO":
+        assert writer.waiting["small"].startswith("waiting behind pod team-a/bigger (StrictFIFO)")
+        assert writer.waiting["small"].endswith("position 2 of 2 in ClusterQueue team-a")
+
+
+def test_higher_priority_starts_first_then_older_first() -> None:
+    cluster = queueing_cluster(gpus=2)
+    submit(cluster, gpus("old", 2, priority=0), gpus("newer", 2, priority=0))
+    submit(cluster, gpus("urgent", 2, priority=1000))
+    queue, writer = controller(cluster)
+    queue.run_once()
+    assert running(cluster) == ["urgent"]
+    assert writer.waiting["old"].endswith("position 1 of 2 in ClusterQueue team-a")
+    assert writer.waiting["newer"].endswith("position 2 of 2 in ClusterQueue team-a")
+
+
+def test_freed_quota_starts_the_next_in_order() -> None:
+    cluster = queueing_cluster(gpus=2)
+    submit(cluster, gpus("first", 2), gpus("second", 2), gpus("third", 2))
+    queue, _ = controller(cluster)
+    queue.run_once()
+    assert running(cluster) == ["first"]
+    cluster.state.remove("Pod", NAMESPACE, "first")
+    queue.run_once()
+    assert running(cluster) == ["second"]
+    assert used(cluster) == 2
+
+
+def group(name: str, members: int, total: int, count: int = 1) -> list[dict[str, Any]]:
+    pods = []
+    for i in range(members):
+        obj = gpus(f"{name}-{i}", count, **{GROUP_LABEL: name})
+        obj["metadata"]["annotations"] = {GROUP_TOTAL_ANNOTATION: str(total)}
+        pods.append(obj)
+    return pods
+
+
+def test_a_pod_group_waits_until_all_its_pods_exist() -> None:
+    cluster = queueing_cluster(gpus=4)
+    submit(cluster, *group("trio", 2, 3))
+    queue, writer = controller(cluster)
+    queue.run_once()
+    assert running(cluster) == []
+    assert writer.waiting["trio-0"] == "waiting for the pods of pod group team-a/trio: 2 of 3 exist"
+    submit(cluster, *group("trio", 3, 3)[2:])
+    queue.run_once()
+    assert running(cluster) == ["trio-0", "trio-1", "trio-2"]
+    assert used(cluster) == 3
+
+
+def test_a_pod_group_that_does_not_fit_together_starts_no_pod_and_holds_nothing() -> None:
+    cluster = queueing_cluster(gpus=2)
+    submit(cluster, *group("trio", 3, 3))
+    queue, writer = controller(cluster)
+    queue.run_once()
+    assert running(cluster) == []
+    assert cluster.ledger.records() == {}
+    assert used(cluster) == 0
+    assert "waiting for quota: " in writer.waiting["trio-2"]
+
+
+def test_a_queued_admission_borrows_from_the_cohort() -> None:
+    objects = cluster_objects(2)
+    lender = copy.deepcopy(next(o for o in objects if o["kind"] == "ClusterQueue"))
+    lender["metadata"]["name"] = "lender"
+    lender["spec"]["cohort"] = "research"
+    for obj in objects:
+        if obj["kind"] == "ClusterQueue":
+            obj["spec"].update(whenFull="Queue", cohort="research")
+    cluster = Cluster([*objects, lender, gpu_template(3)])
+    submit(cluster, gpus("wide", 3))
+    queue, _ = controller(cluster)
+    queue.run_once()
+    assert running(cluster) == ["wide"]
+    assert used(cluster) == 3
+
+
+def test_a_rejecting_queue_is_untouched_by_the_controller() -> None:
+    cluster = Cluster([*cluster_objects(2), gpu_template(2)])
+    submit(cluster, gpus("a", 1))
+    assert not is_gated(cluster.pod("a"))
+    denied = cluster.create(gpus("b", 2))
+    assert not denied["allowed"]
+    assert "1 more needed" in denied["status"]["message"]
+    queue, writer = controller(cluster)
+    assert queue.run_once().admitted == []
+    assert writer.waiting == {}
+
+
+def test_a_crash_between_record_and_ungating_is_admitted_again_without_a_second_charge() -> None:
+    cluster = queueing_cluster(gpus=2)
+    submit(cluster, gpus("a", 2))
+    queue, writer = controller(cluster)
+    writer.admit = lambda *_: False  # type: ignore[method-assign]  # the update never lands
+    queue.run_once()
+    assert running(cluster) == [] and used(cluster) == 2  # recorded, still gated
+    queue, _ = controller(cluster)  # the next leader
+    queue.run_once()
+    assert running(cluster) == ["a"]
+    assert used(cluster) == 2

@@ -1,0 +1,170 @@
+"""The queueing controller: admits pods waiting in ClusterQueues with `whenFull: Queue`.
+
+One replica runs it at a time (the caller's `leading`, a Lease in a live cluster).
+Each pass takes the gated pods of the cluster view, orders them per ClusterQueue
+(`quota.waiting`), and admits what fits through the same ledger as the validating
+webhook: the same decision, the same record keyed by the pod's UID, the same
+compare-and-swap on the QuotaLedger, so queued admissions and webhook admissions
+never over-commit together. A pod group is admitted all or nothing: its pods'
+records are written one by one and released again if one does not fit, before any
+gate is removed. Only then does the writer add each pod's flavor nodeSelector and
+remove the gate (the validating webhook lets only a recorded pod lose its gate).
+
+A record whose gate removal failed stays: the pod is gated and charged, and the
+next pass admits it again (the ledger leaves its own record out of the usage it
+decides on), so a crash between the two steps loses nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from quota.cluster import Obj
+from quota.decision import Decision, Placer, conclude, prepare
+from quota.livepods import is_live_pod, pod_key, pod_uid
+from quota.queues import queue_table
+from quota.settings import Settings
+from quota.waiting import Waiting, admit_in_order, is_gated, waiting_workloads
+from webhook.backend import Backend, Ledger
+
+__all__ = ["PodWriter", "QueueController", "QueuePass"]
+
+log = logging.getLogger("draquota.queueing")
+
+
+class PodWriter(Protocol):
+    """Where the controller's answers go: the pods themselves, in a live cluster."""
+
+    def admit(self, pod: Obj, node_selector: Mapping[str, str], message: str) -> bool:
+        """Add the nodeSelector and remove draquota's gate; False if the pod is gone or changed."""
+        ...
+
+    def wait(self, pod: Obj, message: str) -> None:
+        """Show the pod's user why it waits."""
+        ...
+
+
+@dataclass
+class QueuePass:
+    """What one pass did: admitted pods by key, and the message of every waiting workload."""
+
+    admitted: list[str] = field(default_factory=list)
+    waiting: dict[str, str] = field(default_factory=dict)
+
+
+class QueueController:
+    """Admits waiting pods in queue order; `run_once` is one pass, `start` runs them every
+    `interval` seconds while `leading()` and the cluster view is ready."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        ledger: Ledger,
+        settings: Settings,
+        placer: Placer | None,
+        writer: PodWriter,
+        leading: Callable[[], bool] = lambda: True,
+        interval: float = 1.0,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.backend = backend
+        self.ledger = ledger
+        self.settings = settings
+        self.placer = placer
+        self.writer = writer
+        self.leading = leading
+        self.interval = interval
+        self.wall = wall
+        self.passes = 0
+        # condition writes per pass: when one admission moves a long queue up, the positions
+        # of the rest are brought up to date over the next passes, not in one burst
+        self.max_writes = 100
+        self._writes = 0
+        self._shown: dict[str, str] = {}  # uid -> the waiting message last written
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._loop, name="queueing", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+            self._thread = None
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            if not self.leading() or not self.backend.ready()[0]:
+                self._shown.clear()  # a new leader writes every message once
+                continue
+            try:
+                self.run_once()
+            except Exception:  # one bad pass must not end the loop
+                log.exception("queueing pass failed")
+
+    def run_once(self) -> QueuePass:
+        """Admit what fits, in order, in every queueing ClusterQueue."""
+        state = self.backend.state
+        table = queue_table(state, self.settings)
+        done = QueuePass()
+        self._writes = 0
+        if not any(queue.queues for queue in table.queues.values()):
+            return done  # no queue queues: the pods need not be looked at
+        now = self.wall()
+        gated = (p for p in state.list("Pod") if is_gated(p) and is_live_pod(p, now))
+        waiting = waiting_workloads(gated, table)
+        uids = {pod_uid(p) for workloads in waiting.values() for w in workloads for p in w.pods}
+        self._shown = {uid: m for uid, m in self._shown.items() if uid in uids}
+        for name, workloads in sorted(waiting.items()):
+            messages = admit_in_order(table.queues[name], workloads, lambda w: self._admit(w, done))
+            done.waiting.update(messages)
+            for workload in workloads:
+                if workload.key in messages:
+                    self._show(workload, messages[workload.key])
+        self.passes += 1
+        return done
+
+    def _admit(self, workload: Waiting, done: QueuePass) -> str:
+        """Record every pod of the workload, or none; then ungate them. "" or why it waits."""
+        recorded: list[tuple[Obj, Decision]] = []
+        for pod in workload.pods:
+            decision = self._record(pod)
+            if not decision.allowed or decision.charge is None:
+                if recorded:
+                    self.ledger.release([pod_uid(p) for p, _ in recorded])
+                return decision.shortfall or decision.message
+            recorded.append((pod, decision))
+        for pod, decision in recorded:
+            message = f"admitted by ClusterQueue {workload.cluster_queue}"
+            if self.writer.admit(pod, decision.node_selector, message):
+                done.admitted.append(pod_key(pod))
+                self._shown.pop(pod_uid(pod), None)
+        log.info("admitted %s to ClusterQueue %s", workload.subject, workload.cluster_queue)
+        return ""
+
+    def _record(self, pod: Obj) -> Decision:
+        prepared = prepare(pod, self.backend.state, self.settings, self.placer, "CREATE")
+        return self.ledger.admit(
+            pod_uid(pod),
+            lambda usage: conclude(prepared, usage, enqueue=False),
+            False,
+            pod_key(pod),
+            existing=True,  # the gated pod is cached; a retry leaves its own record out
+        )
+
+    def _show(self, workload: Waiting, message: str) -> None:
+        for pod in workload.pods:
+            uid = pod_uid(pod)
+            if self._shown.get(uid) != message and self._writes < self.max_writes:
+                self.writer.wait(pod, message)
+                self._shown[uid] = message
+                self._writes += 1
