@@ -139,7 +139,7 @@ def create_app(
     docs/operations.md): nobody else can make draquota hold quota.
     """
     metrics = metrics or Metrics()
-    metrics.watch(backend, ledger)
+    metrics.watch(backend, ledger, settings)
     admission = Admission(backend, ledger, settings, placer)
     # Every decision runs off the event loop, at most admission_workers at once, and is
     # answered by its deadline: the loop stays free for handshakes, probes and scrapes.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -21,6 +22,11 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
+
+from quota.livepods import is_live_pod
+from quota.queues import queue_table
+from quota.settings import Settings
+from quota.waiting import is_gated, waiting_workloads
 
 __all__ = [
     "LATENCY_BUCKETS",
@@ -102,9 +108,10 @@ class _StateCollector:
     `draquota_queue_usage_stale` 1). At most one read waits on the lock at a time.
     """
 
-    def __init__(self, backend: Any, ledger: Any) -> None:
+    def __init__(self, backend: Any, ledger: Any, settings: Settings) -> None:
         self._backend = backend
         self._ledger = ledger
+        self._settings = settings
         self._reader = ThreadPoolExecutor(1, thread_name_prefix="draquota-usage")
         self._pending: Future[Any] | None = None
         self._last: Any = None
@@ -169,6 +176,24 @@ class _StateCollector:
         count: Callable[[], int] | None = getattr(self._ledger, "unrecorded_pods", None)
         unrecorded.add_metric([], float(count()) if count else 0.0)
         yield unrecorded
+        yield self._waiting()
+
+    def _waiting(self) -> Metric:
+        pending = GaugeMetricFamily(
+            "draquota_pending_workloads",
+            "pods and pod groups waiting, gated, in a ClusterQueue with whenFull: Queue",
+            labels=["cluster_queue"],
+        )
+        state = self._backend.state
+        table = queue_table(state, self._settings)
+        queueing = sorted(name for name, queue in table.queues.items() if queue.queues)
+        if queueing:
+            now = time.time()
+            gated = (p for p in state.list("Pod") if is_gated(p) and is_live_pod(p, now))
+            waiting = waiting_workloads(gated, table)
+            for name in queueing:
+                pending.add_metric([name], float(len(waiting.get(name, ()))))
+        return pending
 
 
 class Metrics:
@@ -192,6 +217,14 @@ class Metrics:
             registry=self.registry,
         )
         self._latency_children: dict[str, Any] = {}
+        # Label values are ClusterQueue names the controller admitted to: the configuration's.
+        self.waited = Histogram(
+            "draquota_queue_wait_seconds",
+            "time from creation to admission of pods and pod groups of queueing ClusterQueues",
+            ["cluster_queue"],
+            buckets=(1, 5, 15, 30, 60, 300, 900, 1800, 3600, 7200, 21600, 86400),
+            registry=self.registry,
+        )
         self.bad_requests = Counter(
             "draquota_bad_requests",
             "bodies refused before a decision (not an AdmissionReview, too large)",
@@ -205,9 +238,13 @@ class Metrics:
             child = self._latency_children[endpoint] = self.latency.labels(endpoint)
         child.observe(seconds)
 
-    def watch(self, backend: Any, ledger: Any) -> None:
-        """Export usage and cache state of this backend and ledger."""
-        self.registry.register(_StateCollector(backend, ledger))
+    def watch(self, backend: Any, ledger: Any, settings: Settings | None = None) -> None:
+        """Export usage, cache state and waiting workloads of this backend and ledger."""
+        self.registry.register(_StateCollector(backend, ledger, settings or Settings()))
+
+    def observe_wait(self, cluster_queue: str, seconds: float) -> None:
+        """A waiting pod or pod group was admitted after `seconds` in its queue."""
+        self.waited.labels(cluster_queue).observe(max(seconds, 0.0))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -17,6 +17,7 @@ decides on), so a crash between the two steps loses nothing.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import threading
 import time
@@ -31,6 +32,7 @@ from quota.queues import queue_table
 from quota.settings import Settings
 from quota.waiting import Waiting, admit_in_order, is_gated, waiting_workloads
 from webhook.backend import Backend, Ledger
+from webhook.metrics import Metrics
 
 __all__ = ["PodWriter", "QueueController", "QueuePass"]
 
@@ -71,6 +73,7 @@ class QueueController:
         leading: Callable[[], bool] = lambda: True,
         interval: float = 1.0,
         wall: Callable[[], float] = time.time,
+        metrics: Metrics | None = None,
     ) -> None:
         self.backend = backend
         self.ledger = ledger
@@ -80,6 +83,7 @@ class QueueController:
         self.leading = leading
         self.interval = interval
         self.wall = wall
+        self.metrics = metrics
         self.passes = 0
         # condition writes per pass: when one admission moves a long queue up, the positions
         # of the rest are brought up to date over the next passes, not in one burst
@@ -149,6 +153,9 @@ class QueueController:
                 done.admitted.append(pod_key(pod))
                 self._shown.pop(pod_uid(pod), None)
         log.info("admitted %s to ClusterQueue %s", workload.subject, workload.cluster_queue)
+        created = _epoch(workload.created)
+        if self.metrics is not None and created is not None:
+            self.metrics.observe_wait(workload.cluster_queue, self.wall() - created)
         return ""
 
     def _record(self, pod: Obj) -> Decision:
@@ -168,3 +175,10 @@ class QueueController:
                 self.writer.wait(pod, message)
                 self._shown[uid] = message
                 self._writes += 1
+
+
+def _epoch(timestamp: str) -> float | None:
+    try:
+        return dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None

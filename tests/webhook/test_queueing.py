@@ -17,6 +17,7 @@ from quota.cluster import Obj
 from quota.waiting import ADMISSION_GATE, GROUP_LABEL, GROUP_TOTAL_ANNOTATION, is_gated
 from tests.security.cluster import Cluster
 from tests.webhook.builders import FLAVOR, FLAVOR_LABELS, NAMESPACE, QUEUE, cluster_objects, pod
+from webhook.metrics import Metrics
 from webhook.queueing import QueueController
 
 GPU = "gpu"
@@ -74,14 +75,20 @@ def gpus(name: str, count: int, priority: int | None = None, **labels: str) -> d
     return obj
 
 
-def controller(cluster: Cluster) -> tuple[QueueController, ApiWriter]:
+def controller(
+    cluster: Cluster, metrics: Metrics | None = None
+) -> tuple[QueueController, ApiWriter]:
     writer = ApiWriter(cluster)
-    return (
-        QueueController(
-            cluster.backend, cluster.ledger, cluster.settings, None, writer, wall=cluster.clock
-        ),
+    queue = QueueController(
+        cluster.backend,
+        cluster.ledger,
+        cluster.settings,
+        None,
         writer,
+        wall=cluster.clock,
+        metrics=metrics,
     )
+    return queue, writer
 
 
 def submit(cluster: Cluster, *pods: dict[str, Any]) -> None:
@@ -242,3 +249,18 @@ def test_a_crash_between_record_and_ungating_is_admitted_again_without_a_second_
     queue.run_once()
     assert running(cluster) == ["a"]
     assert used(cluster) == 2
+
+
+def test_metrics_count_waiting_workloads_and_the_time_admitted_ones_waited() -> None:
+    cluster = queueing_cluster(gpus=2)
+    metrics = Metrics()
+    metrics.watch(cluster.backend, cluster.ledger, cluster.settings)
+    submit(cluster, gpus("first", 2), gpus("second", 2))
+    cluster.clock.now += 90
+    queue, _ = controller(cluster, metrics)
+    queue.run_once()
+    text = metrics.render().decode()
+    assert f'draquota_pending_workloads{{cluster_queue="{QUEUE}"}} 1.0' in text
+    assert f'draquota_queue_wait_seconds_count{{cluster_queue="{QUEUE}"}} 1.0' in text
+    assert f'draquota_queue_wait_seconds_bucket{{cluster_queue="{QUEUE}",le="60.0"}} 0.0' in text
+    assert f'draquota_queue_wait_seconds_bucket{{cluster_queue="{QUEUE}",le="300.0"}} 1.0' in text

@@ -134,7 +134,7 @@ def _live(args: argparse.Namespace, settings: Settings) -> tuple[Backend, Ledger
 
 
 def _queueing(
-    client: Any, backend: Backend, ledger: Ledger, settings: Settings, placer: Any
+    client: Any, backend: Backend, ledger: Ledger, settings: Settings, placer: Any, metrics: Any
 ) -> Any:
     """The queueing controller, run by the replica that holds the Lease (one at a time)."""
     from webhook.kube.lease import LeaseElector
@@ -145,7 +145,13 @@ def _queueing(
     identity = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     elector = LeaseElector(client, namespace, LEASE_NAME, identity)
     controller = QueueController(
-        backend, ledger, settings, placer, KubePodWriter(client), leading=elector.leading
+        backend,
+        ledger,
+        settings,
+        placer,
+        KubePodWriter(client),
+        leading=elector.leading,
+        metrics=metrics,
     )
     return _Together(elector, controller)
 
@@ -180,6 +186,7 @@ def _cert_dir(args: argparse.Namespace) -> Path | str:
 def run(args: argparse.Namespace) -> int:
     from webhook.app import create_app
     from webhook.logs import configure_logging
+    from webhook.metrics import Metrics
     from webhook.serve import server_context, webhook_server
 
     settings = load_settings(args.config)
@@ -205,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ssl.SSLError) as exc:
         print(f"draquota serve: --client-ca {args.client_ca}: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    metrics = Metrics()
     if state_backend is not None:
         backend: Backend = state_backend
         ledger: Ledger = MemoryLedger(backend.state, settings)
@@ -216,12 +224,14 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_BAD_INPUT
         backend, ledger, client = live
         placer = _placer(backend)
-        backend.attach(_queueing(client, backend, ledger, settings, placer))  # type: ignore[attr-defined]
+        queueing = _queueing(client, backend, ledger, settings, placer, metrics)
+        backend.attach(queueing)  # type: ignore[attr-defined]
     app = create_app(
         backend,
         ledger,
         settings,
         placer,
+        metrics=metrics,
         certs_ready=lambda: reloader.loaded,
         require_client_cert=args.client_ca is not None,
     )

@@ -2,7 +2,8 @@
 
 A real pod object is several kilobytes (managed fields, env, volumes, probes, status
 conditions, container statuses); a cluster holds tens of thousands of them. The cache
-keeps identity, the queue label, liveness, claims, requests and node selection, and
+keeps identity, the queue label, liveness, claims, requests and node selection, what the
+queueing controller orders by (scheduling gates, priority, creation time, pod group), and
 nothing else. tests/webhook/kube/test_trim.py charges every fixture pod both ways and
 checks the answers agree, so that a field a decision starts to read cannot be trimmed
 away unnoticed.

@@ -11,7 +11,9 @@ import yaml
 
 from quota.claims import claim_references
 from quota.livepods import is_live_pod, live_pod_charge, pod_key, pod_uid, released_at
+from quota.queues import queue_table
 from quota.settings import Settings
+from quota.waiting import ADMISSION_GATE, GROUP_LABEL, GROUP_TOTAL_ANNOTATION, waiting_workloads
 from quota.workloads import as_workload
 from webhook.kube.trim import trimmed_pod
 from webhook.state import load_state
@@ -112,3 +114,28 @@ def test_the_table_covers_charged_pods() -> None:
 def test_the_cache_keeps_a_fraction_of_a_real_pod() -> None:
     busy = _busy(_example_pods()[0])
     assert len(yaml.safe_dump(trimmed_pod(busy))) * 2 < len(yaml.safe_dump(busy))
+
+
+def test_a_trimmed_pod_waits_in_its_queue_like_the_full_one() -> None:
+    objects = list(load_state(EXAMPLES / "cluster").list("ClusterQueue"))
+    state = load_state(EXAMPLES / "cluster")
+    for queue in objects:
+        state.upsert({**queue, "spec": {**queue["spec"], "whenFull": "Queue"}})
+    table = queue_table(state, Settings())
+    pods = []
+    for i, pod in enumerate(_example_pods()):
+        busy = _busy(pod)
+        busy["metadata"]["creationTimestamp"] = f"2026-11-24T20:00:{i:02d}Z"
+        busy["metadata"].setdefault("labels", {})[GROUP_LABEL] = f"group-{i % 3}"
+        busy["metadata"].setdefault("annotations", {})[GROUP_TOTAL_ANNOTATION] = "2"
+        busy["spec"]["priority"] = i % 2
+        busy["spec"]["schedulingGates"] = [{"name": ADMISSION_GATE}]
+        pods.append(busy)
+    full = waiting_workloads(pods, table)
+    trimmed = waiting_workloads([trimmed_pod(p) for p in pods], table)
+    assert full and {q: [w.order() for w in ws] for q, ws in full.items()} == {
+        q: [w.order() for w in ws] for q, ws in trimmed.items()
+    }
+    assert {q: [w.total for w in ws] for q, ws in full.items()} == {
+        q: [w.total for w in ws] for q, ws in trimmed.items()
+    }
