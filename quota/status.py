@@ -36,9 +36,11 @@ def cluster_queue_status(
     previous: Mapping[str, Any] | None,
     now: str,
     pending: int | None = None,
+    admitted: int | None = None,
 ) -> dict[str, Any]:
-    """The `status` of ClusterQueue `name`: the `Active` condition, usage per flavor and, for a
-    queue with `whenFull: Queue`, the `pending` workloads waiting in it.
+    """The `status` of ClusterQueue `name`: the `Active` condition, usage per flavor, the
+    `admitted` pods holding its quota and, for a queue with `whenFull: Queue`, the `pending`
+    workloads waiting in it.
 
     `previous` is the status the object has; the condition keeps its
     lastTransitionTime unless its status changes (Kubernetes condition rules).
@@ -57,6 +59,8 @@ def cluster_queue_status(
     else:
         condition["lastTransitionTime"] = now
     status: dict[str, Any] = {"conditions": [condition], "flavorsUsage": _flavors_usage(usage)}
+    if admitted is not None:
+        status["admittedPods"] = admitted
     if pending is not None:
         status["pendingWorkloads"] = pending
     return status

@@ -64,6 +64,7 @@ class IndexedUsage(Usage):
     def __init__(self, charges: Mapping[str, Charge] | None = None) -> None:
         self._totals: dict[str, dict[FlavorResource, int]] = {}
         self._shared: dict[str, _Shared] = {}
+        self._holders: Counter[str] = Counter()  # ClusterQueue -> holders charged to it
         super().__init__()
         for holder, charge in (charges or {}).items():
             self.add(holder, charge)
@@ -91,6 +92,10 @@ class IndexedUsage(Usage):
     def shared_claims(self, cluster_queue: str) -> set[tuple[str, FlavorResource]]:
         return set(self._shared.get(cluster_queue, {}))
 
+    def holder_count(self, cluster_queue: str) -> int:
+        """Pods (and admissions whose pods are not seen yet) charged to this ClusterQueue."""
+        return self._holders[cluster_queue]
+
     def copy(self) -> Usage:
         return _Overlay(self)
 
@@ -100,6 +105,7 @@ class IndexedUsage(Usage):
         by charge, so the status writer and /metrics do not hold the ledger's lock for long."""
         copy = IndexedUsage()
         copy._charges = dict(self._charges)
+        copy._holders = Counter(self._holders)
         copy._totals = {queue: dict(totals) for queue, totals in self._totals.items()}
         copy._shared = {
             queue: {key: Counter(counts) for key, counts in shared.items()}
@@ -108,6 +114,7 @@ class IndexedUsage(Usage):
         return copy
 
     def _index(self, charge: Charge, sign: int) -> None:
+        self._holders[charge.cluster_queue] += sign
         shared = self._shared.setdefault(charge.cluster_queue, {})
         _apply(
             self._totals.setdefault(charge.cluster_queue, {}),

@@ -196,15 +196,23 @@ def test_indexed_usage_snapshot_agrees_and_is_independent(
     _replay(indexed, base_ops)
     snapshot = indexed.snapshot()
     frozen = {q: plain.of(q) for q in ("q1", "q2")}
+    counts = {q: _holder_count(plain, q) for q in ("q1", "q2")}
     _replay(indexed, later_ops)  # the base moves on; the snapshot must not
     for queue in ("q1", "q2"):
         assert snapshot.of(queue) == frozen[queue]
         assert snapshot.shared_claims(queue) == plain.shared_claims(queue)
+        assert snapshot.holder_count(queue) == counts[queue]
     assert snapshot.holders() == plain.holders()
     _replay(snapshot, later_ops)  # and the snapshot, changed, indexes like a fresh one
     _replay(plain, later_ops)
     for queue in ("q1", "q2"):
         assert snapshot.of(queue) == plain.of(queue) == indexed.of(queue)
+        assert snapshot.holder_count(queue) == _holder_count(plain, queue)
+        assert indexed.holder_count(queue) == _holder_count(plain, queue)
+
+
+def _holder_count(usage: Usage, queue: str) -> int:
+    return sum(1 for h in usage.holders() if (c := usage.charge_of(h)) and c.cluster_queue == queue)
 
 
 def _write(path: Path, objects: list[dict[str, Any]]) -> None:

@@ -85,7 +85,11 @@ class QueueStatusWriter:
             current = queue.get("status") if isinstance(queue.get("status"), Mapping) else None
             parsed = table.queues.get(name)
             pending = len(waiting.get(name, ())) if parsed is not None and parsed.queues else None
-            wanted = cluster_queue_status(table, name, usage.of(name), current, now, pending)
+            count = getattr(usage, "holder_count", None)
+            admitted = count(name) if count is not None else None
+            wanted = cluster_queue_status(
+                table, name, usage.of(name), current, now, pending, admitted
+            )
             if current is not None and _same(current, wanted):
                 continue
             written += self._write(queue, name, wanted)

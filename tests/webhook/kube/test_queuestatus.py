@@ -44,6 +44,8 @@ def test_queue_status_reports_active_and_usage_and_is_not_rewritten(
         assert status["flavorsUsage"] == [
             {"name": "default", "resources": [{"name": "gpu", "total": 1}]}
         ]
+        assert status["admittedPods"] == 1
+        assert "pendingWorkloads" not in status  # the queue rejects when full
         # once the informer has the written status, there is nothing left to write
         eventually(lambda: _cached_status(instance.backend.state, QUEUE).get("conditions"))
         assert writer.sync() == 0, "an unchanged status is not written again"
