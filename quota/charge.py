@@ -8,6 +8,7 @@ because a user can write any annotation.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Mapping
@@ -15,8 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from quota.errors import InvalidObject
+from quota.quantity import sat_mul
 
-__all__ = ["CHARGE_ANNOTATION", "QUEUE_LABEL", "Charge", "FlavorResource", "at_least"]
+__all__ = ["CHARGE_ANNOTATION", "QUEUE_LABEL", "Charge", "FlavorResource", "at_least", "times"]
 
 CHARGE_ANNOTATION = "draquota.io/charge"
 QUEUE_LABEL = "draquota.io/queue-name"
@@ -217,4 +219,14 @@ def at_least(admitted: Charge, current: Charge) -> Charge:
         usage=dict(sorted(usage.items())),
         device_classes=dict(sorted(classes.items())),
         shared_claims=dict(sorted(shared.items())),
+    )
+
+
+def times(charge: Charge, pods: int) -> Charge:
+    """The charge of `pods` pods alike (a Job admitted whole): per-pod amounts multiplied,
+    shared claims once."""
+    return dataclasses.replace(
+        charge,
+        usage={r: sat_mul(v, pods) for r, v in charge.usage.items()},
+        device_classes={c: sat_mul(v, pods) for c, v in charge.device_classes.items()},
     )

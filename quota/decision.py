@@ -25,7 +25,7 @@ from quota.assignment import (
     assign_flavors,
     flavor_matches_pod,
 )
-from quota.charge import QUEUE_LABEL, Charge, at_least
+from quota.charge import QUEUE_LABEL, Charge, at_least, times
 from quota.claims import PodClaim
 from quota.cluster import ClusterState, Obj
 from quota.demand import PodDemand, pod_demand
@@ -43,6 +43,7 @@ __all__ = [
     "Placer",
     "Prepared",
     "conclude",
+    "conclude_job",
     "decide",
     "node_selector_of",
     "prepare",
@@ -552,11 +553,48 @@ def conclude(prepared: Prepared | Decision, usage: Usage, enqueue: bool = True) 
     admits it later, with `enqueue` False."""
     if isinstance(prepared, Decision):
         return prepared
+    queued = enqueue and prepared.route.queue.queues and prepared.operation == "CREATE"
     if prepared.workload.kind != "Pod":
-        return _decide_workload(prepared)
-    if enqueue and prepared.route.queue.queues and prepared.operation == "CREATE":
+        return _decide_workload(prepared, queued=queued and prepared.workload.kind == "Job")
+    if queued:
         return _decide_workload(prepared, queued=True)
     return _decide_pod(prepared, usage)
+
+
+def conclude_job(prepared: Prepared | Decision, usage: Usage) -> Decision:
+    """A Job of a queueing ClusterQueue admitted as a whole against `usage`: the pods it runs
+    at once (min(parallelism, completions)) in one flavor assignment, charged together."""
+    if isinstance(prepared, Decision):
+        return prepared
+    c, pods = prepared, max(1, prepared.workload.pods)
+    warnings = list(c.warnings)
+    assignment = assign_flavors(
+        c.table,
+        c.route.queue,
+        usage.of,
+        c.charged.per_pod,
+        c.charged.shared,
+        held=frozenset(usage.shared_claims(c.route.queue.name)),
+        flavor_filter=c.flavor_filter(warnings),
+        pods=pods,
+        asked=c.charged.asked,
+    )
+    if not assignment.ok:
+        denial = _deny("QuotaExceeded", _exceeds(c.subject, c.route, assignment))
+        return replace(
+            denial, queue_name=c.route.local.name, shortfall="; ".join(assignment.reasons)
+        )
+    charge = _charge(c.route, c.demand, c.charged, assignment.flavors, "")
+    return Decision(
+        allowed=True,
+        code=200,
+        reason="Admitted",
+        message=f"{c.subject} ({pods} pods) admitted to {c.where}",
+        warnings=tuple(sorted(set(warnings))),
+        charge=times(charge, pods),
+        node_selector=_node_labels(c.table, assignment.flavors),
+        queue_name=c.route.local.name,
+    )
 
 
 def decide(

@@ -31,11 +31,14 @@ from quota.decision import recompute_charge
 from quota.errors import DraquotaError
 from quota.settings import Settings
 from quota.usage import Usage
-from quota.waiting import is_gated
 
 __all__ = [
+    "ADMISSION_GATE",
     "TERMINAL_PHASES",
+    "is_gated",
+    "is_live_job",
     "is_live_pod",
+    "job_owner",
     "live_pod_charge",
     "pod_key",
     "pod_uid",
@@ -44,6 +47,7 @@ __all__ = [
 ]
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
+ADMISSION_GATE = "draquota.io/admission"
 
 
 def _metadata(pod: Obj) -> Mapping[str, Any]:
@@ -93,6 +97,39 @@ def is_live_pod(pod: Obj, now: float) -> bool:
         return False
     release = released_at(pod)
     return release is None or now <= release
+
+
+def is_gated(pod: Obj) -> bool:
+    """The pod still carries draquota's scheduling gate: it waits in its queue."""
+    spec = pod.get("spec")
+    gates = spec.get("schedulingGates") if isinstance(spec, Mapping) else None
+    return isinstance(gates, list) and any(
+        isinstance(g, Mapping) and g.get("name") == ADMISSION_GATE for g in gates
+    )
+
+
+def is_live_job(job: Obj) -> bool:
+    """A Job holds the quota it was admitted with until it finishes or is deleted."""
+    if _metadata(job).get("deletionTimestamp"):
+        return False
+    status = job.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    return not any(
+        isinstance(c, Mapping)
+        and c.get("type") in ("Complete", "Failed")
+        and c.get("status") == "True"
+        for c in conditions or ()
+    )
+
+
+def job_owner(pod: Obj) -> str:
+    """The UID of the Job that controls the pod ("" when none does)."""
+    owners = _metadata(pod).get("ownerReferences")
+    for owner in owners if isinstance(owners, list) else ():
+        if isinstance(owner, Mapping) and owner.get("controller") and owner.get("kind") == "Job":
+            uid = owner.get("uid")
+            return uid if isinstance(uid, str) else ""
+    return ""
 
 
 def live_pod_charge(

@@ -12,7 +12,7 @@ from typing import Any
 from quota.charge import FlavorResource
 from quota.queues import QueueTable, queue_condition
 
-__all__ = ["cluster_queue_status"]
+__all__ = ["cluster_queue_status", "local_queue_status"]
 
 
 def _quantity(resource: str, amount: int) -> int | str:
@@ -39,8 +39,8 @@ def cluster_queue_status(
     admitted: int | None = None,
 ) -> dict[str, Any]:
     """The `status` of ClusterQueue `name`: the `Active` condition, usage per flavor, the
-    `admitted` pods holding its quota and, for a queue with `whenFull: Queue`, the `pending`
-    workloads waiting in it.
+    `admitted` pods and Jobs holding its quota and, for a queue with `whenFull: Queue`, the
+    `pending` workloads waiting in it.
 
     `previous` is the status the object has; the condition keeps its
     lastTransitionTime unless its status changes (Kubernetes condition rules).
@@ -60,7 +60,16 @@ def cluster_queue_status(
         condition["lastTransitionTime"] = now
     status: dict[str, Any] = {"conditions": [condition], "flavorsUsage": _flavors_usage(usage)}
     if admitted is not None:
-        status["admittedPods"] = admitted
+        status["admittedWorkloads"] = admitted
+    if pending is not None:
+        status["pendingWorkloads"] = pending
+    return status
+
+
+def local_queue_status(admitted: int, pending: int | None) -> dict[str, Any]:
+    """The counts a LocalQueue reports to its namespace's users: pods and Jobs holding quota
+    through it and, when its ClusterQueue queues, workloads waiting in it."""
+    status: dict[str, Any] = {"admittedWorkloads": admitted}
     if pending is not None:
         status["pendingWorkloads"] = pending
     return status

@@ -8,10 +8,10 @@ first (the pod's `spec.priority`, which the API server sets from its
 PriorityClass), then older first. With StrictFIFO nothing is admitted behind a
 head that does not fit; with BestEffortFIFO smaller workloads go past it.
 
-A workload is one pod, or a pod group: the pods that carry the same
+A workload is one pod; a pod group: the pods that carry the same
 `draquota.io/pod-group-name` label, admitted only all together, once all
 `draquota.io/pod-group-total-count` of them exist (Kueue's convention, under
-draquota's own keys).
+draquota's own keys); or a Job, created suspended and admitted as a whole.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from quota.charge import QUEUE_LABEL
-from quota.cluster import Obj
+from quota.cluster import ClusterState, Obj
+from quota.livepods import ADMISSION_GATE, is_gated, is_live_job, is_live_pod
 from quota.queues import STRICT_FIFO, ClusterQueue, QueueTable
 
 __all__ = [
@@ -31,10 +32,11 @@ __all__ = [
     "Waiting",
     "admit_in_order",
     "is_gated",
+    "waiting_in",
+    "waiting_jobs",
     "waiting_workloads",
 ]
 
-ADMISSION_GATE = "draquota.io/admission"
 GROUP_LABEL = "draquota.io/pod-group-name"
 GROUP_TOTAL_ANNOTATION = "draquota.io/pod-group-total-count"
 _DEFAULT_LOCAL_QUEUE = "default"
@@ -43,14 +45,6 @@ _MAX_GROUP = 1024
 
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
-
-
-def is_gated(pod: Obj) -> bool:
-    """The pod still carries draquota's scheduling gate."""
-    gates = _mapping(pod.get("spec")).get("schedulingGates")
-    return isinstance(gates, list) and any(
-        isinstance(g, Mapping) and g.get("name") == ADMISSION_GATE for g in gates
-    )
 
 
 @dataclass(frozen=True)
@@ -65,9 +59,11 @@ class Waiting:
     cluster_queue: str
     priority: int
     created: str
-    pods: tuple[Obj, ...]
+    pods: tuple[Obj, ...]  # a Job's: the Job itself
     total: int = 1
     problem: str = ""
+    kind: str = "Pod"
+    local_queue: str = ""  # ns/name of the LocalQueue it was submitted to
 
     @property
     def complete(self) -> bool:
@@ -75,6 +71,8 @@ class Waiting:
 
     @property
     def subject(self) -> str:
+        if self.kind == "Job":
+            return f"job {self.key}"
         if self.total == 1 and len(self.pods) == 1 and not _group(self.pods[0]):
             return f"pod {self.key}"
         return f"pod group {self.key}"
@@ -88,14 +86,16 @@ def _group(pod: Obj) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _cluster_queue(pod: Obj, table: QueueTable) -> ClusterQueue | None:
+def _queues(pod: Obj, table: QueueTable) -> tuple[str, ClusterQueue] | None:
+    """The LocalQueue (`ns/name`) and the queueing ClusterQueue of a pod, if it has them."""
     metadata = _mapping(pod.get("metadata"))
     label = _mapping(metadata.get("labels")).get(QUEUE_LABEL)
     name = label if isinstance(label, str) and label else _DEFAULT_LOCAL_QUEUE
     local = table.local_queues.get(f"{metadata.get('namespace') or 'default'}/{name}")
     if local is None or isinstance(local, str):
         return None
-    return table.queues.get(local.cluster_queue)
+    queue = table.queues.get(local.cluster_queue)
+    return (local.key, queue) if queue is not None and queue.queues else None
 
 
 def _priority(pod: Obj) -> int:
@@ -136,24 +136,24 @@ def waiting_workloads(pods: Iterable[Obj], table: QueueTable) -> dict[str, list[
     `pods` are the live pods to consider (the caller leaves out finished and deleted ones).
     """
     singles: dict[str, list[Waiting]] = {}
-    groups: dict[tuple[str, str], list[Obj]] = {}
+    groups: dict[tuple[str, str, str], list[Obj]] = {}
     for pod in pods:
         if not is_gated(pod):
             continue
-        queue = _cluster_queue(pod, table)
-        if queue is None or not queue.queues:
+        queues = _queues(pod, table)
+        if queues is None:
             continue
+        local, queue = queues
         metadata = _mapping(pod.get("metadata"))
         namespace = metadata.get("namespace") or "default"
         group = _group(pod)
         if group:
-            groups.setdefault((queue.name, f"{namespace}/{group}"), []).append(pod)
+            groups.setdefault((queue.name, local, f"{namespace}/{group}"), []).append(pod)
             continue
-        waiting = Waiting(
-            f"{namespace}/{metadata.get('name')}", queue.name, _priority(pod), _created(pod), (pod,)
-        )
+        key = f"{namespace}/{metadata.get('name')}"
+        waiting = Waiting(key, queue.name, _priority(pod), _created(pod), (pod,), local_queue=local)
         singles.setdefault(queue.name, []).append(waiting)
-    for (queue_name, key), members in groups.items():
+    for (queue_name, local, key), members in groups.items():
         members.sort(key=lambda p: (_created(p), str(_mapping(p.get("metadata")).get("name"))))
         total, problem = _total(members)
         waiting = Waiting(
@@ -164,11 +164,64 @@ def waiting_workloads(pods: Iterable[Obj], table: QueueTable) -> dict[str, list[
             tuple(members),
             total,
             problem,
+            local_queue=local,
         )
         singles.setdefault(queue_name, []).append(waiting)
     for workloads in singles.values():
         workloads.sort(key=Waiting.order)
     return singles
+
+
+def waiting_jobs(jobs: Iterable[Obj], table: QueueTable) -> dict[str, list[Waiting]]:
+    """Suspended Jobs of queueing ClusterQueues, per ClusterQueue, oldest first.
+
+    `jobs` are the live Jobs to consider. A Job's priority is its pod template's
+    `spec.priority` when set (the API server fills it in on pods, not on templates)."""
+    out: dict[str, list[Waiting]] = {}
+    for job in jobs:
+        spec = _mapping(job.get("spec"))
+        if spec.get("suspend") is not True:
+            continue
+        template = _mapping(spec.get("template"))
+        metadata = _mapping(job.get("metadata"))
+        labels = _labels_of(job, template)
+        queues = _queues({"metadata": {**metadata, "labels": labels}}, table)
+        if queues is None:
+            continue
+        local, queue = queues
+        key = f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
+        waiting = Waiting(
+            key,
+            queue.name,
+            _priority(template),
+            _created(job),
+            (job,),
+            kind="Job",
+            local_queue=local,
+        )
+        out.setdefault(queue.name, []).append(waiting)
+    for workloads in out.values():
+        workloads.sort(key=Waiting.order)
+    return out
+
+
+def _labels_of(job: Obj, template: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The Job's labels under its pod template's, as the Job's pods get them."""
+    labels = _mapping(_mapping(job.get("metadata")).get("labels"))
+    return {**labels, **_mapping(_mapping(template.get("metadata")).get("labels"))}
+
+
+def waiting_in(state: ClusterState, table: QueueTable, now: float) -> dict[str, list[Waiting]]:
+    """Every workload waiting in the cluster view, per queueing ClusterQueue, in queue order:
+    its gated live pods and its suspended live Jobs (nothing is read when no queue queues)."""
+    if not any(queue.queues for queue in table.queues.values()):
+        return {}
+    gated = (p for p in state.list("Pod") if is_gated(p) and is_live_pod(p, now))
+    waiting = waiting_workloads(gated, table)
+    jobs = (j for j in state.list("Job") if is_live_job(j))
+    for name, suspended in waiting_jobs(jobs, table).items():
+        waiting[name] = sorted([*waiting.get(name, ()), *suspended], key=Waiting.order)
+    return waiting
 
 
 def admit_in_order(

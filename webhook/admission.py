@@ -64,6 +64,7 @@ class AdmissionRequest:
     namespace: str = ""
     name: str = ""
     dry_run: bool = False
+    user: str = ""  # userInfo.username: who sent the request
     object: JsonObject | None = field(default=None, compare=False)
     old_object: JsonObject | None = field(default=None, compare=False)
 
@@ -161,9 +162,15 @@ def parse_review(body: bytes) -> AdmissionRequest:
         namespace=_string(request.get("namespace"), "request.namespace"),
         name=_string(request.get("name"), "request.name"),
         dry_run=bool(dry_run),
+        user=_username(request.get("userInfo")),
         object=dict(obj) if obj is not None else None,
         old_object=dict(old) if old is not None else None,
     )
+
+
+def _username(user_info: Any) -> str:
+    name = user_info.get("username") if isinstance(user_info, Mapping) else None
+    return name if isinstance(name, str) else ""
 
 
 def _clean_warning(text: str) -> str:

@@ -23,7 +23,7 @@ from quota.claims import claim_references
 from quota.cluster import ClusterState, meta_of
 from quota.decision import Decision, Placer, conclude, node_selector_of, prepare, recheck_pod
 from quota.errors import DraquotaError
-from quota.livepods import is_live_pod, pod_key, pod_uid
+from quota.livepods import is_live_pod, job_owner, pod_key, pod_uid
 from quota.queues import queue_table
 from quota.settings import Settings
 from quota.usage import Usage
@@ -31,9 +31,21 @@ from quota.waiting import ADMISSION_GATE, is_gated
 from quota.workloads import WORKLOAD_KINDS, as_workload
 from webhook.admission import AdmissionRequest, Outcome
 from webhook.backend import Backend, Ledger, valid_reservation_id
-from webhook.mutation import pod_patch, queued_pod_patch, workload_patch
+from webhook.mutation import (
+    covered_pod_patch,
+    pod_patch,
+    queued_pod_patch,
+    suspend_patch,
+    workload_patch,
+)
 
-__all__ = ["Admission"]
+__all__ = ["JOB_CONTROLLERS", "Admission"]
+
+# Who creates the pods of a Job: the Job controller's ServiceAccount (kube-controller-manager
+# with --use-service-account-credentials), else kube-controller-manager itself.
+JOB_CONTROLLERS = frozenset(
+    {"system:serviceaccount:kube-system:job-controller", "system:kube-controller-manager"}
+)
 
 
 def _labels_and_annotations(obj: Mapping[str, Any] | None) -> tuple[Any, Any]:
@@ -126,12 +138,67 @@ class Admission:
         ready, why = self.backend.ready()
         if not ready:
             return _deny(403, "NotReady", f"draquota cannot decide now: {why}"), None
+        if req.kind == "Job" and req.operation == "UPDATE" and not mutating and _resumed(req):
+            return self._resume(req, obj), None
+        if req.kind == "Pod" and (covering := self._covering_job(obj)) is not None:
+            return self._covered_pod(req, obj, covering, mutating), None
         if mutating:
             return self._mutate(req, obj)
         if req.kind != "Pod":
             decision = self._decide(obj, req, "", dry_run=True)
+            if decision.queued and not _suspended(obj):
+                return _deny(
+                    403,
+                    "ChargeMismatch",
+                    f"{req.ref}: spec.suspend: must be true (the Job's ClusterQueue queues "
+                    "Jobs and starts them): the Job did not pass draquota's mutating webhook; "
+                    "submit it again",
+                ), decision
             return (_allowed(decision) if decision.allowed else _denial(decision)), decision
         return self._admit_pod(req, obj)
+
+    def _covering_job(self, pod: Mapping[str, Any]) -> Charge | None:
+        """The record of the Job, admitted as a whole, that controls this pod (None: none)."""
+        owner = job_owner(pod)
+        return self.ledger.record(owner) if owner else None
+
+    def _covered_pod(
+        self, req: AdmissionRequest, pod: Mapping[str, Any], job: Charge, mutating: bool
+    ) -> Outcome:
+        """A pod of an admitted Job is charged by the Job's record, if the Job controller made
+        it: anyone else naming the Job as owner would run on the Job's quota."""
+        if req.user not in JOB_CONTROLLERS:
+            return _deny(
+                403,
+                "NotJobController",
+                f"{req.ref}: metadata.ownerReferences: the pods of a Job its ClusterQueue "
+                "admitted as a whole are created by the Job controller only",
+            )
+        wanted = node_selector_of(queue_table(self.backend.state, self.settings), job)
+        if mutating:
+            return Outcome(True, patch=tuple(covered_pod_patch(pod, wanted)))
+        if missing := _missing_labels(pod, wanted):
+            return _deny(
+                403,
+                "ChargeMismatch",
+                f"{req.ref}: spec.nodeSelector: must select the nodes of the flavor its Job is "
+                f"charged to ({missing})",
+            )
+        return Outcome(True)
+
+    def _resume(self, req: AdmissionRequest, job: Mapping[str, Any]) -> Outcome:
+        """Only the queue unsuspends a Job of a queueing ClusterQueue, once it recorded it."""
+        if self.ledger.record(pod_uid(job)) is not None:
+            return Outcome(True)
+        prepared = prepare(job, self.backend.state, self.settings, None, "UPDATE")
+        if isinstance(prepared, Decision) or not prepared.route.queue.queues:
+            return Outcome(True)
+        return _deny(
+            403,
+            "WaitingForQuota",
+            f"{req.ref}: spec.suspend: draquota sets it to false when ClusterQueue "
+            f'"{prepared.route.queue.name}" admits the Job; the Job is still waiting for quota',
+        )
 
     def _mutate(self, req: AdmissionRequest, obj: dict[str, Any]) -> tuple[Outcome, Decision]:
         decision = self._decide(obj, req, "", dry_run=True)
@@ -145,6 +212,8 @@ class Admission:
             patch = []  # a Job's pod template is immutable once created
         else:
             patch = workload_patch(req.object or {}, req.kind)
+            if decision.queued:
+                patch += suspend_patch(req.object or {})
         return Outcome(True, warnings=decision.warnings, patch=tuple(patch)), decision
 
     def _admit_pod(self, req: AdmissionRequest, pod: dict[str, Any]) -> tuple[Outcome, Decision]:
@@ -258,17 +327,12 @@ class Admission:
                 "the pod's ClusterQueue admits it; the pod is still waiting for quota",
             )
         wanted = node_selector_of(queue_table(self.backend.state, self.settings), recorded)
-        spec = pod.get("spec")
-        selector = spec.get("nodeSelector") if isinstance(spec, Mapping) else None
-        selector = selector if isinstance(selector, Mapping) else {}
-        missing = {k: v for k, v in wanted.items() if selector.get(k) != v}
-        if missing:
-            labels = ",".join(f"{k}={v}" for k, v in sorted(missing.items()))
+        if missing := _missing_labels(pod, wanted):
             return _deny(
                 403,
                 "ChargeMismatch",
                 f"{req.ref}: spec.nodeSelector: must select the nodes of the flavor the pod is "
-                f"charged to ({labels})",
+                f"charged to ({missing})",
             )
         return Outcome(True)
 
@@ -395,6 +459,30 @@ def _stamp_mismatch(
             f"({labels}); submit it again"
         )
     return ""
+
+
+def _missing_labels(pod: Mapping[str, Any], wanted: Mapping[str, str]) -> str:
+    """The node labels of `wanted` the pod's nodeSelector lacks, as `k=v,...` ("" if none)."""
+    spec = pod.get("spec")
+    selector = spec.get("nodeSelector") if isinstance(spec, Mapping) else None
+    selector = selector if isinstance(selector, Mapping) else {}
+    return ",".join(f"{k}={v}" for k, v in sorted(wanted.items()) if selector.get(k) != v)
+
+
+def _suspended(job: Mapping[str, Any]) -> bool:
+    spec = job.get("spec")
+    return isinstance(spec, Mapping) and spec.get("suspend") is True
+
+
+def _resumed(req: AdmissionRequest) -> bool:
+    """The update unsuspends the Job."""
+    old, new = req.old_object, req.object
+    return (
+        isinstance(old, Mapping)
+        and isinstance(new, Mapping)
+        and _suspended(old)
+        and not _suspended(new)
+    )
 
 
 def _ungated(req: AdmissionRequest) -> bool:

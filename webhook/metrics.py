@@ -23,10 +23,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 
-from quota.livepods import is_live_pod
 from quota.queues import queue_table
 from quota.settings import Settings
-from quota.waiting import is_gated, waiting_workloads
+from quota.waiting import waiting_in
 
 __all__ = [
     "LATENCY_BUCKETS",
@@ -184,15 +183,10 @@ class _StateCollector:
             "pods and pod groups waiting, gated, in a ClusterQueue with whenFull: Queue",
             labels=["cluster_queue"],
         )
-        state = self._backend.state
-        table = queue_table(state, self._settings)
-        queueing = sorted(name for name, queue in table.queues.items() if queue.queues)
-        if queueing:
-            now = time.time()
-            gated = (p for p in state.list("Pod") if is_gated(p) and is_live_pod(p, now))
-            waiting = waiting_workloads(gated, table)
-            for name in queueing:
-                pending.add_metric([name], float(len(waiting.get(name, ()))))
+        table = queue_table(self._backend.state, self._settings)
+        waiting = waiting_in(self._backend.state, table, time.time())
+        for name in sorted(n for n, queue in table.queues.items() if queue.queues):
+            pending.add_metric([name], float(len(waiting.get(name, ()))))
         return pending
 
 

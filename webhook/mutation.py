@@ -19,7 +19,15 @@ from quota.waiting import ADMISSION_GATE, is_gated
 from quota.workloads import WORKLOAD_KINDS
 from webhook.types import PatchOp
 
-__all__ = ["escape_pointer", "pod_patch", "queued_pod_patch", "same_charge", "workload_patch"]
+__all__ = [
+    "covered_pod_patch",
+    "escape_pointer",
+    "pod_patch",
+    "queued_pod_patch",
+    "same_charge",
+    "suspend_patch",
+    "workload_patch",
+]
 
 
 def escape_pointer(key: str) -> str:
@@ -122,6 +130,24 @@ def queued_pod_patch(pod: Mapping[str, Any], decision: Decision) -> list[PatchOp
         return [*ops, {"op": "add", "path": "/spec/schedulingGates/-", "value": gate}]
     op = "add" if gates is None else "replace"
     return [*ops, {"op": op, "path": "/spec/schedulingGates", "value": [gate]}]
+
+
+def covered_pod_patch(pod: Mapping[str, Any], node_selector: Mapping[str, str]) -> list[PatchOp]:
+    """A pod of a Job admitted as a whole: the Job's flavor nodeSelector (the Job's record
+    charges it, so no charge annotation)."""
+    metadata = pod.get("metadata")
+    spec = pod.get("spec")
+    ops = _strip_charge(metadata if isinstance(metadata, Mapping) else {})
+    selector = spec.get("nodeSelector") if isinstance(spec, Mapping) else None
+    return ops + _set_entries(selector, "/spec/nodeSelector", dict(node_selector), overwrite=False)
+
+
+def suspend_patch(job: Mapping[str, Any]) -> list[PatchOp]:
+    """A Job of a queueing ClusterQueue is created suspended: the queue starts it."""
+    spec = job.get("spec")
+    if isinstance(spec, Mapping) and spec.get("suspend") is True:
+        return []
+    return [{"op": "add", "path": "/spec/suspend", "value": True}]
 
 
 def _at(obj: Any, path: tuple[str, ...]) -> Any:

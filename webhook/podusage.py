@@ -24,7 +24,15 @@ from quota.charge import Charge
 from quota.claims import claim_references
 from quota.cluster import ClusterState, Obj
 from quota.errors import DraquotaError
-from quota.livepods import is_live_pod, live_pod_charge, pod_key, pod_uid, released_at
+from quota.livepods import (
+    is_live_job,
+    is_live_pod,
+    job_owner,
+    live_pod_charge,
+    pod_key,
+    pod_uid,
+    released_at,
+)
 from quota.settings import Settings
 from webhook.usageindex import IndexedUsage
 
@@ -131,18 +139,26 @@ class PodUsage:
         self._reserved: dict[str, Charge] = {}  # uid -> charge of an admission whose pod is unseen
         self._departed: list[str] = []  # uids of recorded pods that stopped holding quota
         self.unrecorded: set[str] = set()  # keys of managed live pods without a record
+        self._jobs: dict[str, Obj] = {}  # ns/name -> cached Job
+        self._job_uids: dict[str, str] = {}  # uid -> ns/name of every cached Job
+        self._owned: dict[str, set[str]] = {}  # Job uid -> keys of the pods it controls
         self.rebuild()
 
     # -- queries -------------------------------------------------------------------
 
     def holds(self, uid: str) -> bool:
-        """A cached pod with this UID holds quota now (its record is counted with it)."""
+        """A cached pod (or Job) with this UID holds quota now (its record counts with it)."""
         key = self._uids.get(uid)
+        if key is None and uid in self._job_uids:
+            key = _job_holder(self._job_uids[uid])
         return key is not None and self.usage.charge_of(key) is not None
 
     def gone(self, uid: str) -> bool:
-        """A pod with this UID was seen and holds no quota any more (deleted or finished)."""
+        """A pod or Job with this UID was seen and holds no quota any more (deleted or
+        finished)."""
         key = self._uids.get(uid)
+        if key is None and uid in self._job_uids:
+            return not is_live_job(self._jobs[self._job_uids[uid]])
         if key is None:
             return uid in self._gone
         return not is_live_pod(self._pods[key], self._wall())
@@ -196,6 +212,8 @@ class PodUsage:
             key = self._uids.get(uid)
             if key is not None:
                 self._charge(key, self._pods[key])
+            if uid in self._job_uids:
+                self._charge_job(self._job_uids[uid])
 
     def sync(self) -> None:
         """Catch up with the view's changes and with terminating pods whose grace ran out."""
@@ -209,6 +227,7 @@ class PodUsage:
                     break
             for kind in CLAIM_KINDS:
                 self._apply_changes(kind, lambda key, _obj, k=kind: self._claim_changed(k, key))
+            self._apply_job_changes()
         self._release_due()
         self._forget_gone()
 
@@ -222,9 +241,18 @@ class PodUsage:
             uid = pod_uid(old)
             if uid and (key not in current or pod_uid(current[key]) != uid):
                 self._left(uid)
+        self._revisions["Job"] = self._state.revision("Job")[0]
+        jobs = {pod_key(job): job for job in self._state.list("Job")}
+        for key, old in self._jobs.items():
+            uid = pod_uid(old)
+            if uid and (key not in jobs or pod_uid(jobs[key]) != uid):
+                self._left(uid)
         self.usage = IndexedUsage(self._reserved)
         self._pods, self._uids, self._users, self._by_namespace = {}, {}, {}, {}
+        self._jobs, self._job_uids, self._owned = {}, {}, {}
         self._releases, self.unrecorded = [], set()
+        for key, job in jobs.items():
+            self._job_changed(key, job)
         for key, pod in current.items():
             self._pod_changed(key, pod)
 
@@ -292,6 +320,8 @@ class PodUsage:
             self._gone.pop(uid, None)
         for ref in claim_references(pod, generated=True):
             self._users.setdefault(ref, set()).add(key)
+        if owner := job_owner(pod):
+            self._owned.setdefault(owner, set()).add(key)
         self._charge(key, pod)
 
     def _forget(self, key: str, still: str = "") -> None:
@@ -311,6 +341,11 @@ class PodUsage:
                 users.discard(key)
                 if not users:
                     del self._users[ref]
+        owner = job_owner(old)
+        if owner and (owned := self._owned.get(owner)) is not None:
+            owned.discard(key)
+            if not owned:
+                del self._owned[owner]
         uid = pod_uid(old)
         if uid and uid != still and self._uids.get(uid) == key:
             del self._uids[uid]
@@ -324,9 +359,19 @@ class PodUsage:
         if uid in self._records:
             self._departed.append(uid)
 
+    def _covered(self, pod: Obj) -> bool:
+        """The pod belongs to a live Job admitted as a whole: the Job's record charges it."""
+        owner = job_owner(pod)
+        key = self._job_uids.get(owner) if owner else None
+        return key is not None and owner in self._records and is_live_job(self._jobs[key])
+
     def _charge(self, key: str, pod: Obj) -> None:
         uid, now = pod_uid(pod), self._wall()
         record = self._records.get(uid) if uid else None
+        if record is None and self._covered(pod):
+            self.usage.remove(key)
+            self.unrecorded.discard(key)
+            return
         try:
             charge = live_pod_charge(pod, self._state, self._settings, now, record)
         except DraquotaError as exc:  # a malformed pod keeps its record, if it has one
@@ -349,6 +394,58 @@ class PodUsage:
         if release is not None:
             heapq.heappush(self._releases, (release, key))
 
+    def _apply_job_changes(self) -> None:
+        seen, now = self._revisions.get("Job", 0), self._state.revision("Job")[0]
+        if now == seen:
+            return
+        self._revisions["Job"] = now
+        keys = self._state.changed_since("Job", seen)
+        if keys is None:  # a relist: compare every Job
+            current = {pod_key(job): job for job in self._state.list("Job")}
+            for key in self._jobs.keys() - current.keys():
+                self._job_changed(key, None)
+            for key, job in current.items():
+                self._job_changed(key, job)
+            return
+        for namespace, name in sorted(keys, key=lambda k: (k[0] or "", k[1])):
+            self._job_changed(
+                f"{namespace or 'default'}/{name}", self._state.get("Job", namespace, name)
+            )
+
+    def _job_changed(self, key: str, job: Obj | None) -> None:
+        old = self._jobs.pop(key, None)
+        old_uid = pod_uid(old) if old is not None else ""
+        if old_uid and (job is None or pod_uid(job) != old_uid):
+            self._job_uids.pop(old_uid, None)
+            self._left(old_uid)
+            self._recharge_owned(old_uid)
+        self.usage.remove(_job_holder(key))
+        if job is None:
+            return
+        self._jobs[key] = job
+        if uid := pod_uid(job):
+            self._job_uids[uid] = key
+            self._gone.pop(uid, None)
+        self._charge_job(key)
+
+    def _charge_job(self, key: str) -> None:
+        """A Job with a record holds it while it is live; its pods are covered by it."""
+        job = self._jobs[key]
+        uid = pod_uid(job)
+        record = self._records.get(uid) if uid else None
+        self.usage.remove(_job_holder(key))
+        if record is not None and is_live_job(job):
+            self.usage.add(_job_holder(key), record)
+            self.unreserve(uid)
+        elif record is not None:
+            self._departed.append(uid)
+        self._recharge_owned(uid)
+
+    def _recharge_owned(self, uid: str) -> None:
+        for pod_key_ in sorted(self._owned.get(uid, ())):
+            if (pod := self._pods.get(pod_key_)) is not None:
+                self._charge(pod_key_, pod)
+
     def _release_due(self) -> None:
         now = self._wall()
         while self._releases and self._releases[0][0] < now:
@@ -365,3 +462,8 @@ class PodUsage:
             if at >= horizon:
                 return
             del self._gone[uid]
+
+
+def _job_holder(key: str) -> str:
+    """The usage holder of a Job admitted as a whole (no pod key contains `:`)."""
+    return f"Job:{key}"

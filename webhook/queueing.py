@@ -1,14 +1,19 @@
-"""The queueing controller: admits pods waiting in ClusterQueues with `whenFull: Queue`.
+"""The queueing controller: admits pods and Jobs waiting in ClusterQueues with `whenFull: Queue`.
 
 One replica runs it at a time (the caller's `leading`, a Lease in a live cluster).
-Each pass takes the gated pods of the cluster view, orders them per ClusterQueue
+Each pass takes the gated pods and suspended Jobs of the cluster view, orders them per
+ClusterQueue
 (`quota.waiting`), and admits what fits through the same ledger as the validating
 webhook: the same decision, the same record keyed by the pod's UID, the same
 compare-and-swap on the QuotaLedger, so queued admissions and webhook admissions
 never over-commit together. A pod group is admitted all or nothing: its pods'
 records are written one by one and released again if one does not fit, before any
 gate is removed. Only then does the writer add each pod's flavor nodeSelector and
-remove the gate (the validating webhook lets only a recorded pod lose its gate).
+remove the gate (the validating webhook lets only a recorded pod lose its gate). A
+Job is recorded as one charge for the pods it runs at once, under the Job's UID, then
+unsuspended with its flavor's nodeSelector in its pod template; its pods, which only
+the Job controller may create, are charged by that record until the Job finishes or is
+deleted.
 
 A record whose gate removal failed stays: the pod is gated and charged, and the
 next pass admits it again (the ledger leaves its own record out of the usage it
@@ -26,11 +31,11 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from quota.cluster import Obj
-from quota.decision import Decision, Placer, conclude, prepare
-from quota.livepods import is_live_pod, pod_key, pod_uid
+from quota.decision import Decision, Placer, conclude, conclude_job, prepare
+from quota.livepods import pod_key, pod_uid
 from quota.queues import queue_table
 from quota.settings import Settings
-from quota.waiting import Waiting, admit_in_order, is_gated, waiting_workloads
+from quota.waiting import Waiting, admit_in_order, waiting_in
 from webhook.backend import Backend, Ledger
 from webhook.metrics import Metrics
 
@@ -46,8 +51,13 @@ class PodWriter(Protocol):
         """Add the nodeSelector and remove draquota's gate; False if the pod is gone or changed."""
         ...
 
-    def wait(self, pod: Obj, message: str) -> None:
-        """Show the pod's user why it waits."""
+    def start(self, job: Obj, node_selector: Mapping[str, str], message: str) -> bool:
+        """Add the nodeSelector to the Job's pod template and unsuspend it; False if the Job is
+        gone or changed."""
+        ...
+
+    def wait(self, obj: Obj, message: str) -> None:
+        """Show the user of a pod or Job why it waits."""
         ...
 
 
@@ -121,11 +131,7 @@ class QueueController:
         table = queue_table(state, self.settings)
         done = QueuePass()
         self._writes = 0
-        if not any(queue.queues for queue in table.queues.values()):
-            return done  # no queue queues: the pods need not be looked at
-        now = self.wall()
-        gated = (p for p in state.list("Pod") if is_gated(p) and is_live_pod(p, now))
-        waiting = waiting_workloads(gated, table)
+        waiting = waiting_in(state, table, self.wall())
         uids = {pod_uid(p) for workloads in waiting.values() for w in workloads for p in w.pods}
         self._shown = {uid: m for uid, m in self._shown.items() if uid in uids}
         for name, workloads in sorted(waiting.items()):
@@ -139,6 +145,8 @@ class QueueController:
 
     def _admit(self, workload: Waiting, done: QueuePass) -> str:
         """Record every pod of the workload, or none; then ungate them. "" or why it waits."""
+        if workload.kind == "Job":
+            return self._admit_job(workload, done)
         recorded: list[tuple[Obj, Decision]] = []
         for pod in workload.pods:
             decision = self._record(pod)
@@ -153,10 +161,34 @@ class QueueController:
                 done.admitted.append(pod_key(pod))
                 self._shown.pop(pod_uid(pod), None)
         log.info("admitted %s to ClusterQueue %s", workload.subject, workload.cluster_queue)
+        self._observe(workload)
+        return ""
+
+    def _admit_job(self, workload: Waiting, done: QueuePass) -> str:
+        """Record the Job's pods running at once as one charge, then unsuspend it."""
+        (job,) = workload.pods
+        prepared = prepare(job, self.backend.state, self.settings, self.placer, "CREATE")
+        decision = self.ledger.admit(
+            pod_uid(job),
+            lambda usage: conclude_job(prepared, usage),
+            False,
+            workload.key,
+            existing=True,  # the Job is cached: its record counts with it, never on its own
+        )
+        if not decision.allowed or decision.charge is None:
+            return decision.shortfall or decision.message
+        message = f"admitted by ClusterQueue {workload.cluster_queue}"
+        if self.writer.start(job, decision.node_selector, message):
+            done.admitted.append(workload.key)
+            self._shown.pop(pod_uid(job), None)
+            self._observe(workload)
+            log.info("admitted %s to ClusterQueue %s", workload.subject, workload.cluster_queue)
+        return ""
+
+    def _observe(self, workload: Waiting) -> None:
         created = _epoch(workload.created)
         if self.metrics is not None and created is not None:
             self.metrics.observe_wait(workload.cluster_queue, self.wall() - created)
-        return ""
 
     def _record(self, pod: Obj) -> Decision:
         prepared = prepare(pod, self.backend.state, self.settings, self.placer, "CREATE")

@@ -65,6 +65,7 @@ class IndexedUsage(Usage):
         self._totals: dict[str, dict[FlavorResource, int]] = {}
         self._shared: dict[str, _Shared] = {}
         self._holders: Counter[str] = Counter()  # ClusterQueue -> holders charged to it
+        self._locals: Counter[str] = Counter()  # LocalQueue ns/name -> holders charged to it
         super().__init__()
         for holder, charge in (charges or {}).items():
             self.add(holder, charge)
@@ -96,6 +97,10 @@ class IndexedUsage(Usage):
         """Pods (and admissions whose pods are not seen yet) charged to this ClusterQueue."""
         return self._holders[cluster_queue]
 
+    def local_holder_count(self, local_queue: str) -> int:
+        """The same for the LocalQueue `ns/name`."""
+        return self._locals[local_queue]
+
     def copy(self) -> Usage:
         return _Overlay(self)
 
@@ -106,6 +111,7 @@ class IndexedUsage(Usage):
         copy = IndexedUsage()
         copy._charges = dict(self._charges)
         copy._holders = Counter(self._holders)
+        copy._locals = Counter(self._locals)
         copy._totals = {queue: dict(totals) for queue, totals in self._totals.items()}
         copy._shared = {
             queue: {key: Counter(counts) for key, counts in shared.items()}
@@ -115,6 +121,7 @@ class IndexedUsage(Usage):
 
     def _index(self, charge: Charge, sign: int) -> None:
         self._holders[charge.cluster_queue] += sign
+        self._locals[charge.local_queue] += sign
         shared = self._shared.setdefault(charge.cluster_queue, {})
         _apply(
             self._totals.setdefault(charge.cluster_queue, {}),

@@ -185,3 +185,52 @@ def test_killing_the_leader_hands_the_queue_over_without_double_admission(
         assert len(s.reservations()) == 2
     finally:
         draquota_cluster.restart(replica)
+
+
+def _job(name: str, gpus: int) -> dict[str, Any]:
+    pod = gpu_pod("unused", gpus)
+    pod["spec"]["restartPolicy"] = "Never"
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0,
+                 "template": {"metadata": {"labels": {"app": "e2e"}}, "spec": pod["spec"]}},
+    }  # fmt: skip
+
+
+def _jobs(s: Scenario) -> dict[str, bool]:
+    """Each Job of the scenario: True when it runs (unsuspended)."""
+    out = s.cluster.kubectl("get", "jobs", "-n", s.namespace, "-o", "json").stdout
+    return {j["metadata"]["name"]: not j["spec"].get("suspend") for j in json.loads(out)["items"]}
+
+
+def test_six_two_gpu_jobs_two_run_four_wait_suspended_and_the_next_starts_in_order(
+    draquota_cluster: Draquota,
+) -> None:
+    s = _queueing(scenario(draquota_cluster, "e2e-jobs", Flavor("j", 4, {"e2e-jobs-1": 8})))
+    for i in range(6):
+        _create(s, _job(f"job-{i}", 2))
+        time.sleep(1.1)  # creation timestamps have whole seconds: one apart keeps the order
+
+    def two_run() -> bool:
+        jobs = _jobs(s)
+        assert jobs == {f"job-{i}": i < 2 for i in range(6)}, jobs
+        return True
+
+    eventually(two_run, timeout=90)
+    eventually(lambda: _running(s) == sorted(_running(s)) and len(_running(s)) == 2, timeout=60)
+    assert all(p["spec"]["nodeSelector"] == {POOL_LABEL: "e2e-jobs-j"} for p in s.pods())
+    eventually(lambda: s.usage("j") == [4.0] * 3, timeout=30)
+    assert len(s.reservations()) == 2  # one record per running Job, none for its pods
+    eventually(lambda: s.get("localqueue", "default")["status"] == {
+        "admittedWorkloads": 2, "pendingWorkloads": 4}, timeout=30)  # fmt: skip
+    s.cluster.kubectl("delete", "job", "job-0", "-n", s.namespace, "--cascade=background")
+    # no kubelet ends its pod: deleted at once, it holds nothing (its Job-tracking finalizer
+    # may keep the object a while)
+    s.cluster.kubectl(
+        "delete", "pods", "-l", "job-name=job-0", "-n", s.namespace, "--grace-period=0",
+        "--force", "--wait=false",
+    )  # fmt: skip
+    eventually(lambda: _jobs(s) == {f"job-{i}": i in (1, 2) for i in range(1, 6)}, timeout=90)
+    eventually(lambda: s.usage("j") == [4.0] * 3, timeout=30)

@@ -27,9 +27,13 @@ from tests.fakeapi.store import RESOURCES, ApiError, Obj, Resource, Store
 
 __all__ = ["FakeApiServer"]
 
-GROUP_VERSIONS = {"draquota.io": ("v1beta1",), "coordination.k8s.io": ("v1",)}
+GROUP_VERSIONS = {
+    "draquota.io": ("v1beta1",),
+    "coordination.k8s.io": ("v1",),
+    "batch": ("v1",),
+}
 # Built-in lists omit kind/apiVersion on items, as the real API server does.
-TYPED_GROUPS = ("", "resource.k8s.io")
+TYPED_GROUPS = ("", "resource.k8s.io", "batch", "coordination.k8s.io")
 
 
 class _Handler(BaseHTTPRequestHandler):

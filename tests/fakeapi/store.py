@@ -35,6 +35,7 @@ class Resource:
 
 RESOURCES = (
     Resource("", "pods", "Pod", True),
+    Resource("batch", "jobs", "Job", True),
     Resource("", "nodes", "Node", False),
     Resource("", "namespaces", "Namespace", False),
     Resource("resource.k8s.io", "resourceclaims", "ResourceClaim", True),

@@ -31,6 +31,8 @@ ALLOWED = {
     ("resource.k8s.io", "resourceslices"): READ,
     ("", "pods"): READ | {"update"},  # the queueing controller ungates admitted pods
     ("", "pods/status"): {"update"},  # and shows why the others wait
+    ("batch", "jobs"): READ | {"update"},  # queued Jobs: admitted whole, then unsuspended
+    ("", "events"): {"create"},  # why a queued Job waits
     ("", "nodes"): READ,
     ("", "namespaces"): READ,
     ("draquota.io", "clusterqueues"): READ,
@@ -38,6 +40,7 @@ ALLOWED = {
     ("draquota.io", "resourceflavors"): READ,
     ("draquota.io", "quotaledgers"): READ | {"create", "update", "patch"},
     ("draquota.io", "clusterqueues/status"): {"update", "patch"},
+    ("draquota.io", "localqueues/status"): {"update", "patch"},
     ("", "secrets"): {"get", "update", "patch"},
     ("coordination.k8s.io", "leases"): {"get", "create", "update"},
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): {"get", "update", "patch"},
@@ -314,6 +317,15 @@ def test_secret_access_is_namespaced_to_draquota() -> None:
     assert [r["resources"] for r in only("ClusterRole", "draquota")["rules"]].count(
         ["secrets"]
     ) == 0
+
+
+def test_lease_access_is_namespaced_and_renewed_by_name() -> None:
+    rules = [r for r in only("Role", "draquota")["rules"] if r["resources"] == ["leases"]]
+    assert sorted((r["verbs"], r.get("resourceNames")) for r in rules) == [
+        (["create"], None),
+        (["get", "update"], ["draquota-queueing"]),
+    ]
+    assert all("leases" not in r["resources"] for r in only("ClusterRole", "draquota")["rules"])
 
 
 @pytest.mark.parametrize("kind", ["ClusterRoleBinding", "RoleBinding"])

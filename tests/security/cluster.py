@@ -30,6 +30,7 @@ from webhook.backend import MemoryLedger
 __all__ = ["Clock", "Cluster"]
 
 _uids = itertools.count(1)
+JOB_CONTROLLER = "system:serviceaccount:kube-system:job-controller"
 
 
 class Clock:
@@ -94,15 +95,45 @@ class Cluster:
         return {**validated, "object": stored}
 
     def update(self, obj: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        """Update an existing pod as the API server would (validating webhook only: draquota's
-        mutating webhook sees pod creates alone); the response, stored when allowed."""
+        """Update an existing pod or Job as the API server would (draquota's mutating webhook
+        makes no change to an update); the validating response, stored when allowed."""
         metadata = obj["metadata"]
-        old = self.state.get("Pod", metadata.get("namespace", "team-a"), metadata["name"])
+        kind = obj.get("kind", "Pod")
+        old = self.state.get(kind, metadata.get("namespace", "team-a"), metadata["name"])
         assert old is not None
+        if kind == "Job":
+            kwargs = {"kind": "Job", "resource": "jobs", "group": "batch", **kwargs}
         validated = self.call("validate", review(obj, "UPDATE", old=dict(old), **kwargs))
         if validated["allowed"]:
             self.state.upsert(obj)
         return validated
+
+    def create_job(self, job: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return self.create(job, kind="Job", resource="jobs", group="batch", **kwargs)
+
+    def update_job(self, job: dict[str, Any]) -> dict[str, Any]:
+        """A Job update; a Job unsuspended by it starts its pods, as the Job controller would."""
+        answer = self.update(job)
+        if answer["allowed"] and job["spec"].get("suspend") is not True:
+            self.run_job(job)
+        return answer
+
+    def run_job(self, job: dict[str, Any]) -> list[dict[str, Any]]:
+        """What the Job controller does for a running Job: its pods, made by the controller's
+        identity, owned by the Job; the webhooks' answers."""
+        spec = job["spec"]
+        count = min(spec.get("parallelism", 1), spec.get("completions", spec.get("parallelism", 1)))
+        owner = {"apiVersion": "batch/v1", "kind": "Job", "name": job["metadata"]["name"],
+                 "uid": job["metadata"]["uid"], "controller": True}  # fmt: skip
+        answers = []
+        for i in range(count):
+            template = copy.deepcopy(spec["template"])
+            pod = {"apiVersion": "v1", "kind": "Pod", "spec": template["spec"], "metadata": {
+                **template.get("metadata", {}), "name": f"{job['metadata']['name']}-{i}",
+                "namespace": job["metadata"].get("namespace", "team-a"),
+                "ownerReferences": [owner]}}  # fmt: skip
+            answers.append(self.create(pod, user=JOB_CONTROLLER))
+        return answers
 
     def delete(self, name: str, grace: int, namespace: str = "team-a") -> None:
         """A graceful delete of a pod on a node: marked, not removed, until its grace ends."""

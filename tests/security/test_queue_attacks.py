@@ -8,7 +8,16 @@ import copy
 from quota.waiting import ADMISSION_GATE, is_gated
 from tests.security.cluster import Cluster
 from tests.webhook.builders import FLAVOR, FLAVOR_LABELS, QUEUE, cluster_objects, pod, review
-from tests.webhook.test_queueing import controller, gpus, queueing_cluster, submit
+from tests.webhook.test_queueing import (
+    controller,
+    gpu_job,
+    gpus,
+    job_controller,
+    job_state,
+    queueing_cluster,
+    submit,
+    submit_jobs,
+)
 
 
 def _ungated(obj: dict[str, object]) -> dict[str, object]:
@@ -62,3 +71,45 @@ def test_a_gate_added_by_hand_in_a_rejecting_queue_does_not_hide_the_pods_charge
     assert cluster.create(gated)["allowed"]
     assert cluster.usage(QUEUE, FLAVOR, "gpu") == 1
     assert not cluster.create(pod("second-and-third", ("one-gpu", "one-gpu")))["allowed"]
+
+
+def test_a_user_cannot_unsuspend_a_waiting_job() -> None:
+    cluster = queueing_cluster(gpus=2)
+    submit_jobs(cluster, gpu_job("mine", 2), gpu_job("impatient", 2))
+    queue, _ = job_controller(cluster)
+    queue.run_once()
+    resumed = copy.deepcopy(job_state(cluster, "impatient"))
+    resumed["spec"]["suspend"] = False
+    answer = cluster.update(resumed)
+    assert not answer["allowed"]
+    assert answer["status"]["reason"] == "WaitingForQuota"
+    assert (
+        "spec.suspend: draquota sets it to false when ClusterQueue" in (answer["status"]["message"])
+    )
+    assert job_state(cluster, "impatient")["spec"]["suspend"] is True
+
+
+def test_a_job_that_skipped_the_mutating_webhook_is_not_let_in_running() -> None:
+    cluster = queueing_cluster(gpus=2)
+    job = gpu_job("direct", 1)
+    job["metadata"]["uid"] = "uid-direct-job"
+    answer = cluster.call("validate", review(job, kind="Job", resource="jobs", group="batch"))
+    assert not answer["allowed"]
+    assert "spec.suspend: must be true" in answer["status"]["message"]
+
+
+def test_a_pod_naming_an_admitted_job_as_owner_does_not_ride_on_its_charge() -> None:
+    cluster = queueing_cluster(gpus=4)
+    submit_jobs(cluster, gpu_job("real", 2))
+    queue, _ = job_controller(cluster)
+    queue.run_once()
+    job = job_state(cluster, "real")
+    stowaway = gpus("stowaway", 2)
+    stowaway["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "real",
+         "uid": job["metadata"]["uid"], "controller": True}
+    ]  # fmt: skip
+    answer = cluster.create(stowaway)
+    assert not answer["allowed"]
+    assert answer["status"]["reason"] == "NotJobController"
+    assert cluster.usage(QUEUE, FLAVOR, "gpu") == 2

@@ -184,6 +184,7 @@ def review(
     resource: str = "pods",
     group: str = "",
     sub_resource: str | None = None,
+    user: str = "alice",
 ) -> dict[str, Any]:
     """An admission.k8s.io/v1 AdmissionReview as the API server sends it."""
     metadata = (obj or old or {}).get("metadata") or {}
@@ -194,7 +195,7 @@ def review(
         "operation": operation,
         "namespace": metadata.get("namespace", NAMESPACE),
         "name": metadata.get("name", ""),
-        "userInfo": {"username": "alice"},
+        "userInfo": {"username": user},
         "object": obj,
         "oldObject": old,
         "dryRun": dry_run,

@@ -69,6 +69,31 @@ def test_example_workloads_decided_in_order(capsys: pytest.CaptureFixture[str]) 
         }
 
 
+QUEUEING = [
+    # (name, allowed, reason, waits): batch-reject denies when full, batch-queue lets pods wait
+    ("reject-1", True, "Admitted", False),
+    ("reject-2", True, "Admitted", False),
+    ("reject-3", False, "QuotaExceeded", False),
+    ("queue-1", True, "Admitted", False),
+    ("queue-2", True, "Admitted", False),
+    ("queue-3", True, "Queued", True),
+    ("queue-4", True, "Queued", True),
+    ("queue-5", False, "QuotaExceeded", False),
+    ("queue-job", True, "Queued", True),
+]
+
+
+def test_a_queueing_queue_beside_a_rejecting_one(capsys: pytest.CaptureFixture[str]) -> None:
+    items = _check_json(capsys, str(EXAMPLES / "queueing"), "--state", str(STATE))
+    assert [(i["name"], i["allowed"], i["reason"], i["waits"]) for i in items] == QUEUEING
+    by_name = {item["name"]: item for item in items}
+    assert by_name["queue-3"]["message"].endswith("2 more needed (requested 2, in use 4 of "
+                                                  "nominal 4); position 1 of 3")  # fmt: skip
+    assert by_name["queue-job"]["message"].endswith("4 more needed (requested 4, in use 4 of "
+                                                    "nominal 4); position 3 of 3")  # fmt: skip
+    assert by_name["queue-5"]["message"].endswith("request > maximum capacity (6 > 4) (nominal 4)")
+
+
 def test_admitted_pods_count_against_the_next(capsys: pytest.CaptureFixture[str]) -> None:
     one = str(EXAMPLES / "workloads" / "01-admit.yaml")
     alone = _check_json(

@@ -264,3 +264,121 @@ def test_metrics_count_waiting_workloads_and_the_time_admitted_ones_waited() -> 
     assert f'draquota_queue_wait_seconds_count{{cluster_queue="{QUEUE}"}} 1.0' in text
     assert f'draquota_queue_wait_seconds_bucket{{cluster_queue="{QUEUE}",le="60.0"}} 0.0' in text
     assert f'draquota_queue_wait_seconds_bucket{{cluster_queue="{QUEUE}",le="300.0"}} 1.0' in text
+
+
+def gpu_job(name: str, count: int, parallelism: int = 1) -> dict[str, Any]:
+    """A Job whose `parallelism` pods ask for `count` GPUs each."""
+    template = gpus("unused", count)
+    del template["metadata"]["name"]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"parallelism": parallelism, "completions": parallelism,
+                 "template": {"metadata": template["metadata"], "spec": template["spec"]}},
+    }  # fmt: skip
+
+
+def submit_jobs(cluster: Cluster, *jobs: dict[str, Any]) -> None:
+    for job in jobs:
+        answer = cluster.create_job(job)
+        assert answer["allowed"], answer
+        cluster.clock.now += 1
+
+
+def job_state(cluster: Cluster, name: str) -> dict[str, Any]:
+    job = cluster.state.get("Job", NAMESPACE, name)
+    assert job is not None
+    return dict(job)
+
+
+def started(cluster: Cluster) -> list[str]:
+    jobs = cluster.state.list("Job", NAMESPACE)
+    return sorted(j["metadata"]["name"] for j in jobs if not j["spec"].get("suspend"))
+
+
+class JobWriter(ApiWriter):
+    """Starts a Job as the API server and the Job controller would: the update, then its pods."""
+
+    def start(self, job: Obj, node_selector: Mapping[str, str], message: str) -> bool:
+        current = copy.deepcopy(dict(job))
+        current["spec"]["suspend"] = False
+        pod_spec = current["spec"]["template"]["spec"]
+        pod_spec["nodeSelector"] = {**pod_spec.get("nodeSelector", {}), **node_selector}
+        answer = self.cluster.update_job(current)
+        if not answer["allowed"]:
+            self.denied.append(answer["status"]["message"])
+        return bool(answer["allowed"])
+
+
+def job_controller(cluster: Cluster) -> tuple[QueueController, JobWriter]:
+    writer = JobWriter(cluster)
+    queue = QueueController(
+        cluster.backend, cluster.ledger, cluster.settings, None, writer, wall=cluster.clock
+    )
+    return queue, writer
+
+
+def test_a_job_of_a_queueing_queue_is_created_suspended_and_holds_nothing() -> None:
+    cluster = queueing_cluster(gpus=4)
+    submit_jobs(cluster, gpu_job("train", 2))
+    assert job_state(cluster, "train")["spec"]["suspend"] is True
+    assert cluster.state.list("Pod") == [] and used(cluster) == 0
+
+
+def test_six_two_gpu_jobs_two_start_whole_four_wait_suspended_then_the_next_in_order() -> None:
+    cluster = queueing_cluster(gpus=4)
+    submit_jobs(cluster, *(gpu_job(f"job-{i}", 2) for i in range(6)))
+    queue, writer = job_controller(cluster)
+    queue.run_once()
+    assert started(cluster) == ["job-0", "job-1"]
+    assert writer.denied == []
+    pods = cluster.state.list("Pod")
+    assert sorted(p["metadata"]["name"] for p in pods) == ["job-0-0", "job-1-0"]
+    assert all(p["spec"]["nodeSelector"] == FLAVOR_LABELS and not is_gated(p) for p in pods)
+    assert used(cluster) == 4  # the Jobs' records; their pods are not charged again
+    assert writer.waiting["job-2"].startswith("waiting for quota: ")
+    assert writer.waiting["job-5"].endswith(f"position 4 of 4 in ClusterQueue {QUEUE}")
+    cluster.state.remove("Job", NAMESPACE, "job-0")  # deleted: its pods go with it
+    cluster.state.remove("Pod", NAMESPACE, "job-0-0")
+    queue.run_once()
+    assert started(cluster) == ["job-1", "job-2"]
+    assert used(cluster) == 4
+
+
+def test_a_job_is_admitted_whole_for_the_pods_it_runs_at_once() -> None:
+    cluster = queueing_cluster(gpus=4)
+    submit(cluster, gpus("single", 2))
+    submit_jobs(cluster, gpu_job("pair", 1, parallelism=3))
+    queue, writer = job_controller(cluster)
+    queue.run_once()
+    assert running(cluster) == ["single"] and started(cluster) == []
+    assert "1 more needed (requested 3, in use 2 of nominal 4)" in writer.waiting["pair"]
+    cluster.state.remove("Pod", NAMESPACE, "single")
+    queue.run_once()
+    assert started(cluster) == ["pair"]
+    assert running(cluster) == ["pair-0", "pair-1", "pair-2"]
+    assert used(cluster) == 3
+
+
+def test_a_job_that_could_never_fit_is_denied_at_submit() -> None:
+    cluster = queueing_cluster(gpus=4)
+    answer = cluster.create_job(gpu_job("wide", 2, parallelism=3))
+    assert not answer["allowed"]
+    assert "3 pods x 2 = 6 > maximum capacity 4" in answer["status"]["message"]
+
+
+def test_a_finished_job_releases_its_charge() -> None:
+    cluster = queueing_cluster(gpus=2)
+    submit_jobs(cluster, gpu_job("first", 2), gpu_job("second", 2))
+    queue, _ = job_controller(cluster)
+    queue.run_once()
+    finished = job_state(cluster, "first")
+    finished["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    cluster.state.upsert(finished)
+    pod = cluster.pod("first-0")
+    pod["status"] = {"phase": "Succeeded"}
+    cluster.state.upsert(pod)
+    queue.run_once()
+    assert started(cluster) == ["first", "second"]
+    assert used(cluster) == 2

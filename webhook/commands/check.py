@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from quota.cluster import ClusterState
-from quota.decision import Decision, Placer, conclude, decide, prepare
+from quota.decision import Decision, Placer, conclude, conclude_job, decide, prepare
 from quota.errors import InvalidObject
 from quota.livepods import usage_from_pods
 from quota.messages import format_amounts
@@ -121,7 +121,8 @@ def _from_queue(
     if queue.queueing_strategy == STRICT_FIFO and ahead:
         why = f"behind {ahead[0]} (StrictFIFO)"
         return dataclasses.replace(queued, message=f"{queued.message} {why}")
-    now = conclude(prepared, usage, enqueue=False)
+    job = prepared.workload.kind == "Job"
+    now = conclude_job(prepared, usage) if job else conclude(prepared, usage, enqueue=False)
     if now.allowed:
         return dataclasses.replace(now, message=f"{now.message} by its queue at once")
     why = f"for quota: {now.shortfall or now.message}"

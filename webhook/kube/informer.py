@@ -23,7 +23,7 @@ from quota.errors import DraquotaError
 from webhook.kube.backoff import Backoff
 from webhook.kube.client import ApiError, KubeClient, TransportError, WatchStream
 from webhook.kube.resources import QUOTA_LEDGER, ResourceType
-from webhook.kube.trim import trimmed_pod
+from webhook.kube.trim import trimmed
 
 __all__ = ["Informer", "InformerOptions"]
 
@@ -128,8 +128,8 @@ class Informer:
     def _typed(self, obj: dict[str, Any]) -> dict[str, Any]:
         obj.setdefault("kind", self.resource.kind)
         obj.setdefault("apiVersion", self.resource.api_version)
-        if self.resource.kind == "Pod":
-            return trimmed_pod(obj)
+        if (kept := trimmed(obj)) is not None:
+            return kept
         metadata = obj.get("metadata")
         if isinstance(metadata, dict):
             # Who wrote which field: often a third of a real object, and no decision reads it.

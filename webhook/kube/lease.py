@@ -1,42 +1,58 @@
-"""`LeaseElector`: one replica at a time runs the queueing controller, by a coordination.k8s.io
-Lease, as client-go's leaderelection does it.
+"""`LeaseElector`: one replica at a time leads, elected with a coordination.k8s.io/v1 Lease.
 
-A replica leads while it renews the Lease within `duration`. Another replica takes
-the Lease over only when it has seen the same record (holder, renewTime,
-resourceVersion) unchanged for `duration` on its own monotonic clock, so a replica
-whose wall clock is wrong can neither cut a lease short nor keep one alive. Every
-write carries the resourceVersion read: of two replicas racing for the Lease, one
-gets a 409 and does not lead. A replica stops leading `margin` before its lease
-could expire in the eyes of the others, and on a clean stop it clears the holder
-so that another takes over at once.
+Follows client-go's `tools/leaderelection` over its `LeaseLock`:
+- the holder renews `spec.renewTime` every `renew_every` seconds with a PUT that carries
+  the resourceVersion it read, so of two writers of one version only one succeeds (409);
+- another replica takes the lease over only once it has seen the SAME record (holder,
+  renewTime, resourceVersion) unchanged for the lease duration on its OWN monotonic
+  clock. Nobody compares a renewTime written by one machine with the wall clock of
+  another, so wall-clock skew between replicas cannot shorten a lease; only a
+  difference in clock *rate* could, and the safety margin below covers a small one;
+- the holder counts itself leader only until the start of its last successful write
+  plus the duration, minus a margin. Every taker's observation of that write began
+  after the write did, so a holder cut off from the API server stops leading before
+  anyone can take over;
+- an empty holderIdentity means released: anyone takes it at once (`stop()` does that).
+
+`leading()` is the guard for work that must not run twice; the `on_change` hook is only
+told at the next attempt, so it must not be what protects that work. `identity` must be
+unique per process (pod name plus a random suffix): two processes sharing one would both
+count themselves holder.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from webhook.kube.client import ApiError, KubeClient, TransportError
-from webhook.kube.resources import ResourceType
+from webhook.kube.periodic import Periodic
 
-__all__ = ["LEASE", "LeaseElector"]
+__all__ = ["LeaseElector", "micro_time"]
 
 log = logging.getLogger("draquota.lease")
 
-LEASE = ResourceType("Lease", "coordination.k8s.io", "v1", "leases", True)
-_TIMEOUT = (2.0, 5.0)
+Obj = dict[str, Any]
+# (holderIdentity, renewTime, resourceVersion): a change in any of them is a sign of life
+Record = tuple[str, str, str]
+
+API_VERSION = "coordination.k8s.io/v1"
+REQUEST_TIMEOUT = 2.0
+MARGIN = 0.1  # of the duration: the holder stops leading this much before a taker may take
 
 
-def _micro_time(seconds: float) -> str:
-    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+def micro_time(seconds: float) -> str:
+    """RFC 3339 with microseconds in UTC, the MicroTime format of Lease times."""
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class LeaseElector:
-    """Holds or watches Lease `namespace/name` for replica `identity`."""
+    """Acquires and renews one Lease; `start()` runs the attempts in a daemon thread."""
 
     def __init__(
         self,
@@ -48,127 +64,195 @@ class LeaseElector:
         renew_every: float = 2.0,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        on_change: Callable[[bool], object] | None = None,
     ) -> None:
+        if not identity:
+            raise ValueError("lease identity must not be empty: empty means released")
+        if not 0 < renew_every < duration * (1 - MARGIN):
+            raise ValueError(
+                f"lease {namespace}/{name}: renew_every {renew_every} must be positive and "
+                f"below the duration {duration} less its margin"
+            )
         self.client = client
         self.namespace, self.name, self.identity = namespace, name, identity
-        self.duration, self.renew_every = duration, renew_every
-        self.margin = min(2.0, duration / 4)
+        self.path = f"/apis/{API_VERSION}/namespaces/{namespace}/leases/{name}"
+        self.duration = duration
+        self.margin = duration * MARGIN
         self.clock, self.wall = clock, wall
-        self.transitions = 0  # times this replica took the Lease
-        self._renewed: float | None = None  # when this replica last wrote the Lease as holder
-        self._observed: tuple[Any, ...] = ()  # the record last seen held by someone else
-        self._observed_at = 0.0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.on_change = on_change
+        self.transitions = 0  # times this replica started or stopped leading
+        self._lock = threading.Lock()  # one attempt (or the release) at a time
+        self._until = -math.inf  # leading while clock() < _until; read without the lock
+        self._was_leading = False  # what on_change was last told
+        self._lease: Obj | None = None  # the Lease as last read or written
+        self._observed: Record | None = None
+        self._observed_at = 0.0  # clock() when _observed was first seen
+        self._loop = Periodic(f"lease-{name}", renew_every, self.try_acquire_or_renew)
 
-    @property
-    def path(self) -> str:
-        return LEASE.path(self.namespace, self.name)
+    # -- state ---------------------------------------------------------------------------
 
     def leading(self) -> bool:
-        """This replica holds the Lease now, with time to spare before it could expire."""
-        renewed = self._renewed
-        return renewed is not None and self.clock() - renewed < self.duration - self.margin
+        """True while this replica holds the lease by its own clock (never past expiry)."""
+        return self.clock() < self._until
 
-    def try_acquire_or_renew(self) -> bool:
-        """One attempt: create, renew or take over the Lease. True when this replica leads."""
-        started = self.clock()
-        try:
-            lease = self.client.request("GET", self.path, timeout=_TIMEOUT)
-        except ApiError as exc:
-            if exc.code != 404:
-                return self._failed(exc)
-            return self._write("POST", self._body(None), started)
-        except TransportError as exc:
-            return self._failed(exc)
-        spec = lease.get("spec") or {}
-        holder = spec.get("holderIdentity") or ""
-        if holder and holder != self.identity and not self._expired(lease, started):
-            self._renewed = None
-            return False
-        return self._write("PUT", self._body(lease), started)
+    def holder(self) -> str:
+        """The holderIdentity last observed ("" when none or not read yet)."""
+        return self._observed[0] if self._observed else ""
 
-    def _expired(self, lease: dict[str, Any], now: float) -> bool:
-        spec = lease.get("spec") or {}
-        record = (
-            spec.get("holderIdentity"),
-            spec.get("renewTime"),
-            (lease.get("metadata") or {}).get("resourceVersion"),
-        )
-        if record != self._observed:
-            self._observed, self._observed_at = record, now
-            return False
-        seconds = spec.get("leaseDurationSeconds")
-        duration = seconds if isinstance(seconds, int) and seconds > 0 else self.duration
-        return now - self._observed_at > duration
-
-    def _body(self, lease: dict[str, Any] | None) -> dict[str, Any]:
-        now = _micro_time(self.wall())
-        spec = dict((lease or {}).get("spec") or {})
-        if spec.get("holderIdentity") != self.identity:
-            spec["acquireTime"] = now
-            spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + (lease is not None)
-        spec.update(
-            holderIdentity=self.identity, leaseDurationSeconds=int(self.duration), renewTime=now
-        )
-        metadata = dict((lease or {}).get("metadata") or {})
-        metadata.update(name=self.name, namespace=self.namespace)
-        return {
-            "apiVersion": LEASE.api_version,
-            "kind": "Lease",
-            "metadata": metadata,
-            "spec": spec,
-        }
-
-    def _write(self, method: str, body: dict[str, Any], started: float) -> bool:
-        path = self.path if method == "PUT" else LEASE.path(self.namespace)
-        try:
-            self.client.request(method, path, body=body, timeout=_TIMEOUT)
-        except ApiError as exc:
-            if exc.code == 409:  # another replica wrote first
-                self._renewed = None
-                return False
-            return self._failed(exc)
-        except TransportError as exc:
-            return self._failed(exc)
-        if self._renewed is None:
-            self.transitions += 1
-            log.info("leading: holds Lease %s/%s", self.namespace, self.name)
-        self._renewed = started  # counted from before the read: never longer than the others
-        return True
-
-    def _failed(self, exc: Exception) -> bool:
-        log.warning("Lease %s/%s: %s", self.namespace, self.name, exc)
-        return self.leading()  # still leading until the lease could have expired
+    # -- loop ----------------------------------------------------------------------------
 
     def start(self) -> None:
-        if self._thread is None:
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._loop, name="lease", daemon=True)
-            self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        """Stop renewing and, when leading, clear the holder so that another takes over now."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5)
-            self._thread = None
-        if self.leading():
-            self._release()
+        """Stop the attempts and, if this replica holds the lease, release it so another
+        replica takes over at its next attempt instead of a full duration later."""
+        self._loop.stop()
+        with self._lock:
+            self._until = -math.inf  # stop leading before the lease is handed on
+            if self._lease is not None and self.holder() == self.identity:
+                self._release(self._lease)
+            self._report()
 
-    def _loop(self) -> None:
-        while True:
-            self.try_acquire_or_renew()
-            if self._stop.wait(self.renew_every):
-                return
+    def try_acquire_or_renew(self) -> bool:
+        """One attempt; whether this replica leads after it. API errors are logged and
+        leave `leading()` to run out at the expiry of the last successful write."""
+        with self._lock:
+            try:
+                self._attempt()
+            except (ApiError, TransportError) as exc:
+                log.warning("lease %s/%s: %s", self.namespace, self.name, exc)
+            self._report()
+            return self.leading()
 
-    def _release(self) -> None:
-        self._renewed = None
+    # -- one attempt -----------------------------------------------------------------------
+
+    def _attempt(self) -> None:
+        # Fast path, as client-go: renew on the version this replica wrote last; a 409
+        # (a renewal whose answer was lost, or another writer) falls back to reading.
+        if self.leading() and self._lease is not None and self._write(self._lease, False):
+            return
         try:
-            lease = self.client.request("GET", self.path, timeout=_TIMEOUT)
-            if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
-                return
-            lease["spec"] = {**lease["spec"], "holderIdentity": "", "leaseDurationSeconds": 1}
-            self.client.request("PUT", self.path, body=lease, timeout=_TIMEOUT)
+            lease = self.client.request("GET", self.path, timeout=REQUEST_TIMEOUT)
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+            self._create()
+            return
+        self._observe(lease)
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity") or ""
+        if holder and holder != self.identity and not self._expired(spec):
+            self._until = -math.inf
+        elif not self._write(lease, acquired=holder != self.identity):
+            self._until = -math.inf  # another replica wrote it since the read
+
+    def _observe(self, lease: Obj) -> None:
+        record = _record(lease)
+        if record != self._observed:
+            self._observed, self._observed_at = record, self.clock()
+        self._lease = lease
+
+    def _expired(self, spec: Obj) -> bool:
+        # Wait the longer of our duration and the one the holder advertises.
+        wait = max(self.duration, float(spec.get("leaseDurationSeconds") or 0))
+        return self.clock() - self._observed_at >= wait
+
+    def _create(self) -> None:
+        started, now = self.clock(), micro_time(self.wall())
+        body = {
+            "apiVersion": API_VERSION,
+            "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "spec": {**self._spec(now), "acquireTime": now, "leaseTransitions": 0},
+        }
+        path = self.path.rsplit("/", 1)[0]
+        try:
+            created = self.client.request("POST", path, body=body, timeout=REQUEST_TIMEOUT)
+        except ApiError as exc:
+            if exc.code != 409:
+                raise
+            self._until = -math.inf  # another replica created it first
+            return
+        self._won(created, started)
+
+    def _write(self, lease: Obj, acquired: bool) -> bool:
+        """PUT the lease as held by this replica, on the resourceVersion in `lease`; False
+        on a 409. With `acquired` it is a takeover: a new acquireTime, one more transition."""
+        started, now = self.clock(), micro_time(self.wall())
+        spec = {**(lease.get("spec") or {}), **self._spec(now)}
+        if acquired:
+            spec["acquireTime"] = now
+            spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
+        try:
+            written = self.client.request(
+                "PUT", self.path, body={**lease, "spec": spec}, timeout=REQUEST_TIMEOUT
+            )
+        except ApiError as exc:
+            if exc.code == 409:
+                return False
+            raise
+        self._won(written, started)
+        return True
+
+    def _spec(self, now: str) -> Obj:
+        return {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": math.ceil(self.duration),
+            "renewTime": now,
+        }
+
+    def _won(self, lease: Obj, started: float) -> None:
+        # Measured from before the request: a taker saw this write only after it began.
+        self._lease = lease
+        self._observed, self._observed_at = _record(lease), started
+        self._until = started + self.duration - self.margin
+
+    def _release(self, lease: Obj) -> None:
+        now = micro_time(self.wall())
+        spec = {
+            **(lease.get("spec") or {}),
+            "holderIdentity": "",
+            "leaseDurationSeconds": 1,
+            "renewTime": now,
+            "acquireTime": now,
+        }
+        try:
+            released = self.client.request(
+                "PUT", self.path, body={**lease, "spec": spec}, timeout=REQUEST_TIMEOUT
+            )
         except (ApiError, TransportError) as exc:
-            log.warning("Lease %s/%s not released: %s", self.namespace, self.name, exc)
+            log.warning("lease %s/%s: release failed: %s", self.namespace, self.name, exc)
+            return
+        self._lease = released
+        self._observed, self._observed_at = _record(released), self.clock()
+        log.info("lease %s/%s released by %s", self.namespace, self.name, self.identity)
+
+    def _report(self) -> None:
+        now = self.leading()
+        if now == self._was_leading:
+            return
+        self._was_leading = now
+        self.transitions += 1
+        log.info(
+            "lease %s/%s: %s %s",
+            self.namespace,
+            self.name,
+            self.identity,
+            "started leading" if now else f"stopped leading (holder {self.holder()!r})",
+        )
+        if self.on_change is not None:
+            try:
+                self.on_change(now)
+            except Exception:  # a failing hook must not end the elector's loop
+                log.exception("lease %s/%s: on_change failed", self.namespace, self.name)
+
+
+def _record(lease: Obj) -> Record:
+    spec = lease.get("spec") or {}
+    meta = lease.get("metadata") or {}
+    return (
+        str(spec.get("holderIdentity") or ""),
+        str(spec.get("renewTime") or ""),
+        str(meta.get("resourceVersion") or ""),
+    )

@@ -1,10 +1,13 @@
-"""`KubePodWriter`: the queueing controller's writes to pods.
+"""`KubePodWriter`: the queueing controller's writes to pods and Jobs.
 
 Admitting a waiting pod is one update of the pod: the flavor's nodeSelector added
 (Kubernetes allows additions to a gated pod's nodeSelector) and draquota's gate
 removed, with the resourceVersion read as precondition. Why a pod waits, or that it
 was admitted, is the pod condition `QuotaReserved` (Kueue's name for it), written to
-the status subresource so that `kubectl describe pod` shows it.
+the status subresource so that `kubectl describe pod` shows it. Starting a waiting
+Job is one update of the Job: the nodeSelector added to its pod template (allowed
+while a Job is suspended and has never run) and `spec.suspend` false. Why a Job waits
+is an Event on it (reason `Pending`), since the Job controller owns its conditions.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ __all__ = ["QUOTA_RESERVED", "KubePodWriter"]
 log = logging.getLogger("draquota.queueing")
 
 POD = ResourceType("Pod", "", "v1", "pods", True)
+JOB = ResourceType("Job", "batch", "v1", "jobs", True)
+EVENT = ResourceType("Event", "", "v1", "events", True)
 QUOTA_RESERVED = "QuotaReserved"
 _TIMEOUT = (2.0, 5.0)
 
@@ -74,22 +79,72 @@ class KubePodWriter:
         self._set_condition(written, _condition(True, message))
         return True
 
-    def wait(self, pod: Obj, message: str) -> None:
-        current = self._get(pod)
+    def start(self, job: Obj, node_selector: Mapping[str, str], message: str) -> bool:
+        current = self._get(job, JOB)
+        if current is None:
+            return False
+        spec = dict(current.get("spec") or {})
+        template = dict(spec.get("template") or {})
+        pod_spec = dict(template.get("spec") or {})
+        if node_selector:
+            pod_spec["nodeSelector"] = {**(pod_spec.get("nodeSelector") or {}), **node_selector}
+        spec.update(suspend=False, template={**template, "spec": pod_spec})
+        path = JOB.path(current["metadata"]["namespace"], current["metadata"]["name"])
+        try:
+            self.client.request("PUT", path, body={**current, "spec": spec}, timeout=_TIMEOUT)
+        except (ApiError, TransportError) as exc:
+            log.info("job %s not started yet: %s", path, exc)
+            return False
+        self._event(current, "QuotaReserved", "Normal", message)
+        return True
+
+    def wait(self, obj: Obj, message: str) -> None:
+        if obj.get("kind") == "Job":
+            self._event(obj, "Pending", "Normal", message)
+            return
+        current = self._get(obj)
         if current is not None:
             self._set_condition(current, _condition(False, message))
 
-    def _get(self, pod: Obj) -> Obj | None:
-        """The pod as the API server has it now; None when it is gone or another pod took its
-        name."""
-        metadata = pod.get("metadata") or {}
-        path = POD.path(metadata.get("namespace") or "default", str(metadata.get("name")))
+    def _event(self, obj: Obj, reason: str, kind: str, message: str) -> None:
+        metadata = obj.get("metadata") or {}
+        namespace = metadata.get("namespace") or "default"
+        now = _now()
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{metadata.get('name')}.", "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": obj.get("apiVersion", "batch/v1"),
+                "kind": obj.get("kind", "Job"),
+                "name": metadata.get("name"),
+                "namespace": namespace,
+                "uid": metadata.get("uid"),
+            },
+            "reason": reason,
+            "message": message[:1024],
+            "type": kind,
+            "source": {"component": "draquota"},
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            self.client.request("POST", EVENT.path(namespace), body=event, timeout=_TIMEOUT)
+        except (ApiError, TransportError) as exc:
+            log.info("event on %s/%s not written: %s", namespace, metadata.get("name"), exc)
+
+    def _get(self, obj: Obj, kind: ResourceType = POD) -> Obj | None:
+        """The object as the API server has it now; None when it is gone or another object
+        took its name."""
+        metadata = obj.get("metadata") or {}
+        path = kind.path(metadata.get("namespace") or "default", str(metadata.get("name")))
         try:
             current = self.client.request("GET", path, timeout=_TIMEOUT)
         except (ApiError, TransportError) as exc:
             log.info("pod %s not read: %s", path, exc)
             return None
-        return current if pod_uid(current) == pod_uid(pod) else None
+        return current if pod_uid(current) == pod_uid(obj) else None
 
     def _set_condition(self, pod: Obj, condition: dict[str, Any]) -> None:
         status = dict(pod.get("status") or {})

@@ -16,12 +16,11 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from quota.cluster import ClusterState
-from quota.livepods import is_live_pod
-from quota.queues import queue_table
+from quota.queues import QueueTable, queue_table
 from quota.settings import Settings
-from quota.status import cluster_queue_status
+from quota.status import cluster_queue_status, local_queue_status
 from quota.usage import Usage
-from quota.waiting import is_gated, waiting_workloads
+from quota.waiting import Waiting, waiting_in
 from webhook.kube.client import ApiError, KubeClient, TransportError
 from webhook.kube.periodic import Periodic
 from webhook.kube.resources import QUOTA_GROUP, QUOTA_VERSION, ResourceType
@@ -30,6 +29,7 @@ __all__ = ["CLUSTER_QUEUE", "QueueStatusWriter"]
 
 log = logging.getLogger("draquota.queuestatus")
 CLUSTER_QUEUE = ResourceType("ClusterQueue", QUOTA_GROUP, QUOTA_VERSION, "clusterqueues", False)
+LOCAL_QUEUE = ResourceType("LocalQueue", QUOTA_GROUP, QUOTA_VERSION, "localqueues", True)
 
 
 class _Backend(Protocol):
@@ -75,10 +75,7 @@ class QueueStatusWriter:
         usage = self.ledger.usage()
         seconds = self.clock()
         now = _rfc3339(seconds)
-        waiting = {}
-        if any(queue.queues for queue in table.queues.values()):
-            gated = (p for p in state.list("Pod") if is_gated(p) and is_live_pod(p, seconds))
-            waiting = waiting_workloads(gated, table)
+        waiting = waiting_in(state, table, seconds)
         written = 0
         for queue in state.list("ClusterQueue"):
             name = str((queue.get("metadata") or {}).get("name"))
@@ -92,17 +89,53 @@ class QueueStatusWriter:
             )
             if current is not None and _same(current, wanted):
                 continue
-            written += self._write(queue, name, wanted)
+            written += self._write(queue, CLUSTER_QUEUE, None, name, wanted)
+        return written + self._sync_local_queues(table, usage, waiting)
+
+    def _sync_local_queues(
+        self, table: QueueTable, usage: Usage, waiting: Mapping[str, list[Waiting]]
+    ) -> int:
+        """The admitted and pending counts of every LocalQueue."""
+        count = getattr(usage, "local_holder_count", None)
+        if count is None:
+            return 0
+        pending: dict[str, int] = {}
+        for workloads in waiting.values():
+            for workload in workloads:
+                pending[workload.local_queue] = pending.get(workload.local_queue, 0) + 1
+        written = 0
+        for local in self.backend.state.list("LocalQueue"):
+            metadata = local.get("metadata") or {}
+            namespace, name = str(metadata.get("namespace")), str(metadata.get("name"))
+            parsed = table.local_queues.get(f"{namespace}/{name}")
+            if parsed is None or isinstance(parsed, str):
+                continue
+            queue = table.queues.get(parsed.cluster_queue)
+            queued = queue is not None and queue.queues
+            wanted = local_queue_status(
+                count(parsed.key), pending.get(parsed.key, 0) if queued else None
+            )
+            current = local.get("status") if isinstance(local.get("status"), Mapping) else None
+            if current is not None and _same(current, wanted):
+                continue
+            written += self._write(local, LOCAL_QUEUE, namespace, name, wanted)
         return written
 
-    def _write(self, queue: Mapping[str, Any], name: str, status: dict[str, Any]) -> int:
-        body = {**queue, "status": status}
-        body.setdefault("apiVersion", CLUSTER_QUEUE.api_version)
-        body.setdefault("kind", CLUSTER_QUEUE.kind)
+    def _write(
+        self,
+        obj: Mapping[str, Any],
+        kind: ResourceType,
+        namespace: str | None,
+        name: str,
+        status: Mapping[str, Any],
+    ) -> int:
+        body = {**obj, "status": {**(obj.get("status") or {}), **status}}
+        body.setdefault("apiVersion", kind.api_version)
+        body.setdefault("kind", kind.kind)
         try:
-            self.client.request("PUT", CLUSTER_QUEUE.path(name=name) + "/status", body=body)
+            self.client.request("PUT", kind.path(namespace, name) + "/status", body=body)
         except (ApiError, TransportError) as exc:
-            log.info("cluster queue status not written: %s: %s", name, exc)
+            log.info("%s status not written: %s: %s", kind.kind, name, exc)
             return 0
         return 1
 

@@ -17,7 +17,7 @@ from typing import Any
 from quota.charge import QUEUE_LABEL
 from quota.waiting import GROUP_LABEL, GROUP_TOTAL_ANNOTATION
 
-__all__ = ["trimmed_pod"]
+__all__ = ["trimmed", "trimmed_job", "trimmed_pod"]
 
 _METADATA = (
     "name",
@@ -41,6 +41,8 @@ _SPEC = (
 _LABELS = (QUEUE_LABEL, GROUP_LABEL)
 _ANNOTATIONS = (GROUP_TOTAL_ANNOTATION,)
 _CONTAINER = ("name", "resources", "restartPolicy")
+_JOB_METADATA = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+_JOB_SPEC = ("suspend", "parallelism", "completions")
 _STATUS = ("phase", "resourceClaimStatuses")
 
 
@@ -48,6 +50,15 @@ def _pick(obj: Any, keys: tuple[str, ...]) -> dict[str, Any]:
     if not isinstance(obj, Mapping):
         return {}
     return {key: obj[key] for key in keys if key in obj}
+
+
+def _controller(owners: list[Any]) -> list[dict[str, Any]]:
+    """The controlling owner (a Job's pods are covered by the Job's admission)."""
+    return [
+        _pick(o, ("apiVersion", "kind", "name", "uid", "controller"))
+        for o in owners
+        if isinstance(o, Mapping) and o.get("controller")
+    ][:1]
 
 
 def _containers(items: Any) -> Any:
@@ -66,6 +77,9 @@ def trimmed_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
         for field, keys in (("labels", _LABELS), ("annotations", _ANNOTATIONS)):
             if kept := _pick(metadata.get(field), keys):
                 kept_meta[field] = kept
+        owners = metadata.get("ownerReferences")
+        if isinstance(owners, list) and (controller := _controller(owners)):
+            kept_meta["ownerReferences"] = controller
     kept_spec = _pick(spec, _SPEC)
     if isinstance(spec, Mapping):
         for field in ("containers", "initContainers"):
@@ -84,3 +98,43 @@ def trimmed_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
     if status:
         out["status"] = status
     return out
+
+
+def trimmed_job(job: Mapping[str, Any]) -> dict[str, Any]:
+    """A Job as the cache keeps it: identity, queue label, suspension, how many pods run at
+    once, its pod template (trimmed like a pod) and whether it finished."""
+    metadata = job.get("metadata")
+    spec = job.get("spec")
+    kept_meta = _pick(metadata, _JOB_METADATA)
+    if isinstance(metadata, Mapping) and (labels := _pick(metadata.get("labels"), _LABELS)):
+        kept_meta["labels"] = labels
+    kept_spec = _pick(spec, _JOB_SPEC)
+    template = spec.get("template") if isinstance(spec, Mapping) else None
+    if isinstance(template, Mapping):
+        pod = trimmed_pod({"metadata": template.get("metadata") or {}, **template})
+        kept_spec["template"] = {"metadata": pod["metadata"], "spec": pod["spec"]}
+    status = job.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    out: dict[str, Any] = {
+        "apiVersion": job.get("apiVersion", "batch/v1"),
+        "kind": job.get("kind", "Job"),
+        "metadata": kept_meta if isinstance(metadata, Mapping) else metadata,
+        "spec": kept_spec if isinstance(spec, Mapping) else spec,
+    }
+    if isinstance(conditions, list):
+        out["status"] = {
+            "conditions": [
+                _pick(c, ("type", "status")) for c in conditions if isinstance(c, Mapping)
+            ]
+        }
+    return out
+
+
+def trimmed(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The cached form of a pod or a Job; None for other kinds (kept whole)."""
+    kind = obj.get("kind")
+    if kind == "Pod":
+        return trimmed_pod(obj)
+    if kind == "Job":
+        return trimmed_job(obj)
+    return None

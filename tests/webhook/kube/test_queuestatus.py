@@ -33,7 +33,7 @@ def test_queue_status_reports_active_and_usage_and_is_not_rewritten(
         writer = QueueStatusWriter(
             client, instance.backend, instance.ledger, instance.ledger.settings
         )
-        assert writer.sync() == 1
+        assert writer.sync() == 2  # the ClusterQueue and its LocalQueue
         status = _status(api, QUEUE)
         (condition,) = status["conditions"]
         assert (condition["type"], condition["status"], condition["reason"]) == (
@@ -44,10 +44,13 @@ def test_queue_status_reports_active_and_usage_and_is_not_rewritten(
         assert status["flavorsUsage"] == [
             {"name": "default", "resources": [{"name": "gpu", "total": 1}]}
         ]
-        assert status["admittedPods"] == 1
+        assert status["admittedWorkloads"] == 1
         assert "pendingWorkloads" not in status  # the queue rejects when full
+        (local,) = api.objects("LocalQueue")
+        assert local["status"] == {"admittedWorkloads": 1}
         # once the informer has the written status, there is nothing left to write
         eventually(lambda: _cached_status(instance.backend.state, QUEUE).get("conditions"))
+        eventually(lambda: all(q.get("status") for q in instance.backend.state.list("LocalQueue")))
         assert writer.sync() == 0, "an unchanged status is not written again"
         assert (
             _status(api, QUEUE)["conditions"][0]["lastTransitionTime"]
