@@ -172,11 +172,15 @@ def waiting_workloads(pods: Iterable[Obj], table: QueueTable) -> dict[str, list[
     return singles
 
 
-def waiting_jobs(jobs: Iterable[Obj], table: QueueTable) -> dict[str, list[Waiting]]:
-    """Suspended Jobs of queueing ClusterQueues, per ClusterQueue, oldest first.
+def waiting_jobs(
+    jobs: Iterable[Obj], table: QueueTable, priority_classes: Iterable[Obj] = ()
+) -> dict[str, list[Waiting]]:
+    """Suspended Jobs of queueing ClusterQueues, per ClusterQueue, in queue order.
 
-    `jobs` are the live Jobs to consider. A Job's priority is its pod template's
-    `spec.priority` when set (the API server fills it in on pods, not on templates)."""
+    `jobs` are the live Jobs to consider. A Job's priority is what the API server would
+    give its pods: the value of its pod template's `priorityClassName`, else of the
+    `globalDefault` PriorityClass, else 0."""
+    classes, default = _priority_values(priority_classes)
     out: dict[str, list[Waiting]] = {}
     for job in jobs:
         spec = _mapping(job.get("spec"))
@@ -190,10 +194,12 @@ def waiting_jobs(jobs: Iterable[Obj], table: QueueTable) -> dict[str, list[Waiti
             continue
         local, queue = queues
         key = f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
+        name = _mapping(template.get("spec")).get("priorityClassName")
+        priority = classes.get(name, default) if isinstance(name, str) else default
         waiting = Waiting(
             key,
             queue.name,
-            _priority(template),
+            priority,
             _created(job),
             (job,),
             kind="Job",
@@ -203,6 +209,19 @@ def waiting_jobs(jobs: Iterable[Obj], table: QueueTable) -> dict[str, list[Waiti
     for workloads in out.values():
         workloads.sort(key=Waiting.order)
     return out
+
+
+def _priority_values(priority_classes: Iterable[Obj]) -> tuple[dict[str, int], int]:
+    """PriorityClass values by name, and the global default's (0 when none)."""
+    values: dict[str, int] = {}
+    default = 0
+    for cls in priority_classes:
+        name, value = _mapping(cls.get("metadata")).get("name"), cls.get("value")
+        if isinstance(name, str) and isinstance(value, int) and not isinstance(value, bool):
+            values[name] = value
+            if cls.get("globalDefault") is True:
+                default = value
+    return values, default
 
 
 def _labels_of(job: Obj, template: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -219,7 +238,8 @@ def waiting_in(state: ClusterState, table: QueueTable, now: float) -> dict[str, 
     gated = (p for p in state.list("Pod") if is_gated(p) and is_live_pod(p, now))
     waiting = waiting_workloads(gated, table)
     jobs = (j for j in state.list("Job") if is_live_job(j))
-    for name, suspended in waiting_jobs(jobs, table).items():
+    classes = state.list("PriorityClass")
+    for name, suspended in waiting_jobs(jobs, table, classes).items():
         waiting[name] = sorted([*waiting.get(name, ()), *suspended], key=Waiting.order)
     return waiting
 

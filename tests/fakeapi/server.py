@@ -31,9 +31,10 @@ GROUP_VERSIONS = {
     "draquota.io": ("v1beta1",),
     "coordination.k8s.io": ("v1",),
     "batch": ("v1",),
+    "scheduling.k8s.io": ("v1",),
 }
 # Built-in lists omit kind/apiVersion on items, as the real API server does.
-TYPED_GROUPS = ("", "resource.k8s.io", "batch", "coordination.k8s.io")
+TYPED_GROUPS = ("", "resource.k8s.io", "batch", "coordination.k8s.io", "scheduling.k8s.io")
 
 
 class _Handler(BaseHTTPRequestHandler):

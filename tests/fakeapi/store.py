@@ -36,6 +36,7 @@ class Resource:
 RESOURCES = (
     Resource("", "pods", "Pod", True),
     Resource("batch", "jobs", "Job", True),
+    Resource("scheduling.k8s.io", "priorityclasses", "PriorityClass", False),
     Resource("", "nodes", "Node", False),
     Resource("", "namespaces", "Namespace", False),
     Resource("resource.k8s.io", "resourceclaims", "ResourceClaim", True),

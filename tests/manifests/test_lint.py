@@ -33,6 +33,7 @@ ALLOWED = {
     ("", "pods/status"): {"update"},  # and shows why the others wait
     ("batch", "jobs"): READ | {"update"},  # queued Jobs: admitted whole, then unsuspended
     ("", "events"): {"create"},  # why a queued Job waits
+    ("scheduling.k8s.io", "priorityclasses"): READ,  # a queued Job's priority
     ("", "nodes"): READ,
     ("", "namespaces"): READ,
     ("draquota.io", "clusterqueues"): READ,

@@ -382,3 +382,22 @@ def test_a_finished_job_releases_its_charge() -> None:
     queue.run_once()
     assert started(cluster) == ["first", "second"]
     assert used(cluster) == 2
+
+
+def test_a_jobs_priority_is_its_templates_priority_class() -> None:
+    cluster = queueing_cluster(gpus=2)
+    cluster.state.upsert({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                          "metadata": {"name": "urgent"}, "value": 1000})  # fmt: skip
+    cluster.state.upsert({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                          "metadata": {"name": "usual"}, "value": 10,
+                          "globalDefault": True})  # fmt: skip
+    low = gpu_job("older", 2)
+    high = gpu_job("urgent", 2)
+    high["spec"]["template"]["spec"]["priorityClassName"] = "urgent"
+    submit_jobs(cluster, low, high)
+    submit(cluster, gpus("pod", 2, priority=100))  # above the default 10, below urgent
+    queue, writer = job_controller(cluster)
+    queue.run_once()
+    assert started(cluster) == ["urgent"]
+    assert writer.waiting["pod"].endswith("position 1 of 2 in ClusterQueue team-a")
+    assert writer.waiting["older"].endswith("position 2 of 2 in ClusterQueue team-a")

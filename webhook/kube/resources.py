@@ -79,6 +79,7 @@ def watched_resources(dra_version: str) -> tuple[ResourceType, ...]:
     return (
         ResourceType("Pod", "", "v1", "pods", True),
         ResourceType("Job", "batch", "v1", "jobs", True),
+        ResourceType("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False),
         ResourceType("Node", "", "v1", "nodes", False),
         ResourceType("Namespace", "", "v1", "namespaces", False),
         *(ResourceType(k, DRA_GROUP, dra_version, p, n) for k, p, n in dra),

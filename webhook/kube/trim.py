@@ -37,6 +37,7 @@ _SPEC = (
     "nodeName",
     "schedulingGates",
     "priority",
+    "priorityClassName",
 )
 _LABELS = (QUEUE_LABEL, GROUP_LABEL)
 _ANNOTATIONS = (GROUP_TOTAL_ANNOTATION,)
