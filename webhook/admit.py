@@ -309,10 +309,25 @@ class Admission:
             ), None
         if not mutating and _ungated(req):
             return self._ungate(req), None
+        if not mutating and self._adopted_without_right(req):
+            return _deny(
+                403,
+                "NotJobController",
+                f"{req.ref}: metadata.ownerReferences: only the Job controller makes a pod "
+                "one of a Job its ClusterQueue admitted as a whole",
+            ), None
         if not mutating and _resources(req.object) != _resources(req.old_object):
             outcome, _ = self._recheck(req, req.object, self.backend.state)
             return outcome, None
         return Outcome(True), None
+
+    def _adopted_without_right(self, req: AdmissionRequest) -> bool:
+        """Someone other than the Job controller makes the pod one of an admitted Job's, whose
+        record would then charge it."""
+        adopted = job_owner(req.object or {})
+        if not adopted or adopted == job_owner(req.old_object or {}):
+            return False
+        return req.user not in JOB_CONTROLLERS and self.ledger.record(adopted) is not None
 
     def _ungate(self, req: AdmissionRequest) -> Outcome:
         """Only the queue removes draquota's gate: the pod must hold an admission record (only

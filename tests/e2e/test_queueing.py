@@ -208,7 +208,7 @@ def _jobs(s: Scenario) -> dict[str, bool]:
 def test_six_two_gpu_jobs_two_run_four_wait_suspended_and_the_next_starts_in_order(
     draquota_cluster: Draquota,
 ) -> None:
-    s = _queueing(scenario(draquota_cluster, "e2e-jobs", Flavor("j", 4, {"e2e-jobs-1": 8})))
+    s = _queueing(scenario(draquota_cluster, "e2e-qjobs", Flavor("j", 4, {"e2e-qjobs-1": 8})))
     for i in range(6):
         _create(s, _job(f"job-{i}", 2))
         time.sleep(1.1)  # creation timestamps have whole seconds: one apart keeps the order
@@ -220,7 +220,7 @@ def test_six_two_gpu_jobs_two_run_four_wait_suspended_and_the_next_starts_in_ord
 
     eventually(two_run, timeout=90)
     eventually(lambda: _running(s) == sorted(_running(s)) and len(_running(s)) == 2, timeout=60)
-    assert all(p["spec"]["nodeSelector"] == {POOL_LABEL: "e2e-jobs-j"} for p in s.pods())
+    assert all(p["spec"]["nodeSelector"] == {POOL_LABEL: "e2e-qjobs-j"} for p in s.pods())
     eventually(lambda: s.usage("j") == [4.0] * 3, timeout=30)
     assert len(s.reservations()) == 2  # one record per running Job, none for its pods
     eventually(lambda: s.get("localqueue", "default")["status"] == {

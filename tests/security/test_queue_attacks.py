@@ -113,3 +113,19 @@ def test_a_pod_naming_an_admitted_job_as_owner_does_not_ride_on_its_charge() -> 
     assert not answer["allowed"]
     assert answer["status"]["reason"] == "NotJobController"
     assert cluster.usage(QUEUE, FLAVOR, "gpu") == 2
+
+
+def test_a_pod_cannot_be_made_an_admitted_jobs_pod_by_an_update() -> None:
+    cluster = queueing_cluster(gpus=4)
+    submit_jobs(cluster, gpu_job("real", 2))
+    queue, _ = job_controller(cluster)
+    queue.run_once()
+    submit(cluster, gpus("waiting", 2))  # gated, no record: charged nothing while it waits
+    adopted = copy.deepcopy(cluster.pod("waiting"))
+    adopted["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "real",
+         "uid": job_state(cluster, "real")["metadata"]["uid"], "controller": True}
+    ]  # fmt: skip
+    answer = cluster.update(adopted)
+    assert not answer["allowed"]
+    assert answer["status"]["reason"] == "NotJobController"
