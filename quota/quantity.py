@@ -20,7 +20,9 @@ an amount can hold.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from decimal import ROUND_CEILING, Context, Decimal, localcontext
+from types import MappingProxyType
 
 from quota.errors import InvalidQuantity
 
@@ -41,24 +43,18 @@ MAX_EXPONENT_DIGITS = 19
 _NANO_PLACES = 9
 _MAX_INTEGER_DIGITS = len(str(INT64_MAX))  # 19
 
-_DECIMAL_SUFFIXES: dict[str, int] = {
-    "": 0,
-    "n": -9,
-    "u": -6,
-    "m": -3,
-    "k": 3,
-    "M": 6,
-    "G": 9,
-    "T": 12,
-    "P": 15,
-    "E": 18,
-}
-_BINARY_SUFFIXES: dict[str, int] = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_DECIMAL_SUFFIXES: Mapping[str, int] = MappingProxyType(
+    {"": 0, "n": -9, "u": -6, "m": -3, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+)
+_BINARY_SUFFIXES: Mapping[str, int] = MappingProxyType(
+    {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+)
 # Each piece is matched on its own from where the last one ended: no backtracking across
 # pieces, so a megabyte of digits followed by a bad character is rejected in linear time.
 _DIGITS = re.compile(r"[0-9]*")
 _LETTERS = re.compile(r"[A-Za-z]*")
 # Values below are at most 19 integer digits and 9 places, times at most 2^60 (19 digits).
+# A prototype, never changed: localcontext() works on a copy of it.
 _CONTEXT = Context(prec=60)
 _BOUND = Decimal(INT64_MAX)
 # Milli-units for CPU mirror Kueue's resource.Quantity.MilliValue for "cpu".

@@ -23,7 +23,7 @@ from quota.errors import InvalidObject, object_ref
 from quota.quantity import amount, parse_quantity
 from quota.selectors import LABEL_OPERATORS, requirement_matches
 from quota.settings import Settings
-from quota.strict import Schema, reject_unknown_fields
+from quota.strict import Schema, frozen_schema, reject_unknown_fields
 
 __all__ = [
     "API_GROUP",
@@ -58,43 +58,49 @@ DEVICE_CLASS_KIND = "DeviceClass"
 
 # The fields of each kind, as in manifests/base/crds (strict decoding: anything else is an
 # error naming its path, where a live API server would prune it silently).
-_OBJECT: dict[str, Any] = {"apiVersion": None, "kind": None, "metadata": None, "status": None}
-_SELECTOR: Schema = {
-    "matchLabels": None,
-    "matchExpressions": [{"key": None, "operator": None, "values": None}],
-}
-CLUSTER_QUEUE_FIELDS: Schema = {
-    **_OBJECT,
-    "spec": {
-        "namespaceSelector": _SELECTOR,
-        "cohort": None,
-        "whenFull": None,
-        "queueingStrategy": None,
-        "flavorFungibility": {"whenCanBorrow": None},
-        "resourceGroups": [
-            {
-                "coveredResources": None,
-                "flavors": [
-                    {
-                        "name": None,
-                        "resources": [
-                            {
-                                "name": None,
-                                "kind": None,
-                                "deviceClassNames": None,
-                                "nominalQuota": None,
-                                "borrowingLimit": None,
-                                "lendingLimit": None,
-                            }
-                        ],
-                    }
-                ],
-            }
-        ],
-    },
-}
-LOCAL_QUEUE_FIELDS: Schema = {**_OBJECT, "spec": {"clusterQueue": None}}
-RESOURCE_FLAVOR_FIELDS: Schema = {**_OBJECT, "spec": {"nodeLabels": None}}
+_OBJECT: Schema = frozen_schema(
+    {"apiVersion": None, "kind": None, "metadata": None, "status": None}
+)
+_SELECTOR: Schema = frozen_schema(
+    {
+        "matchLabels": None,
+        "matchExpressions": [{"key": None, "operator": None, "values": None}],
+    }
+)
+CLUSTER_QUEUE_FIELDS: Schema = frozen_schema(
+    {
+        **_OBJECT,
+        "spec": {
+            "namespaceSelector": _SELECTOR,
+            "cohort": None,
+            "whenFull": None,
+            "queueingStrategy": None,
+            "flavorFungibility": {"whenCanBorrow": None},
+            "resourceGroups": [
+                {
+                    "coveredResources": None,
+                    "flavors": [
+                        {
+                            "name": None,
+                            "resources": [
+                                {
+                                    "name": None,
+                                    "kind": None,
+                                    "deviceClassNames": None,
+                                    "nominalQuota": None,
+                                    "borrowingLimit": None,
+                                    "lendingLimit": None,
+                                }
+                            ],
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+)
+LOCAL_QUEUE_FIELDS: Schema = frozen_schema({**_OBJECT, "spec": {"clusterQueue": None}})
+RESOURCE_FLAVOR_FIELDS: Schema = frozen_schema({**_OBJECT, "spec": {"nodeLabels": None}})
 
 
 @dataclass(frozen=True)

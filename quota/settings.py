@@ -23,7 +23,7 @@ from typing import Any
 
 from quota.claimspec import FieldReader
 from quota.errors import InvalidObject
-from quota.strict import Schema, reject_unknown_fields
+from quota.strict import Schema, frozen_schema, reject_unknown_fields
 
 __all__ = [
     "CONFIG_FIELDS",
@@ -37,16 +37,18 @@ __all__ = [
 UNMAPPED_MODES = ("Deny", "Ignore")
 PLACEMENT_MODES = ("Enforce", "Warn", "Off")
 _REF = "config"
-_MAPPINGS = [{"name": None, "deviceClassNames": None}]
-CONFIG_FIELDS: Schema = {
-    "deviceClassMappings": _MAPPINGS,
-    "resources": {"deviceClassMappings": _MAPPINGS},
-    "unmappedDeviceClass": None,
-    "placement": None,
-    "reservationTTLSeconds": None,
-    "admissionDeadlineSeconds": None,
-    "admissionWorkers": None,
-}
+_MAPPINGS = (frozen_schema({"name": None, "deviceClassNames": None}),)
+CONFIG_FIELDS: Schema = frozen_schema(
+    {
+        "deviceClassMappings": _MAPPINGS,
+        "resources": {"deviceClassMappings": _MAPPINGS},
+        "unmappedDeviceClass": None,
+        "placement": None,
+        "reservationTTLSeconds": None,
+        "admissionDeadlineSeconds": None,
+        "admissionWorkers": None,
+    }
+)
 # The API server's largest webhook timeoutSeconds: a deadline past it would never be seen.
 MAX_DEADLINE_SECONDS = 30
 

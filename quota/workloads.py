@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from quota.claimspec import FieldReader
@@ -13,17 +14,19 @@ from quota.errors import InvalidObject, object_ref
 __all__ = ["WORKLOAD_KINDS", "Workload", "as_workload"]
 
 # kind -> path of its pod template
-WORKLOAD_KINDS: dict[str, tuple[str, ...]] = {
-    "Pod": (),
-    "PodTemplate": ("template",),
-    "Job": ("spec", "template"),
-    "CronJob": ("spec", "jobTemplate", "spec", "template"),
-    "Deployment": ("spec", "template"),
-    "ReplicaSet": ("spec", "template"),
-    "ReplicationController": ("spec", "template"),
-    "StatefulSet": ("spec", "template"),
-    "DaemonSet": ("spec", "template"),
-}
+WORKLOAD_KINDS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "Pod": (),
+        "PodTemplate": ("template",),
+        "Job": ("spec", "template"),
+        "CronJob": ("spec", "jobTemplate", "spec", "template"),
+        "Deployment": ("spec", "template"),
+        "ReplicaSet": ("spec", "template"),
+        "ReplicationController": ("spec", "template"),
+        "StatefulSet": ("spec", "template"),
+        "DaemonSet": ("spec", "template"),
+    }
+)
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,8 @@ DEVICE_WEIGHT = 32 * 8 + 2
 _MAX = 2**62
 
 # Function names whose cost is linear in the weight of their operands.
-_DEEP = {"_==_", "_!=_", "@in", "_in_", "contains", "startsWith", "endsWith", "matches"}
-_CONCAT = {"_+_"}
+_DEEP = frozenset({"_==_", "_!=_", "@in", "_in_", "contains", "startsWith", "endsWith", "matches"})
+_CONCAT = frozenset({"_+_"})
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,9 @@ DraquotaError
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 from quota.errors import DraquotaError
 
 __all__ = ["AllocationError", "BudgetExceeded", "InvalidPoolsError"]
@@ -39,22 +42,27 @@ class InvalidPoolsError(AllocationError):
         super().__init__("invalid resource pools were encountered: " + "; ".join(reasons))
 
 
-_WHAT = {
-    "steps": "the device search took more than {limit} steps",
-    "node-steps": "the device search took more than {limit} steps on a node without an answer, "
-    "and no other node fits",
-    "cel": "CEL selectors cost more than {limit} to evaluate",
-    "cel-evaluation": "a CEL selector's estimated cost {used} exceeds the limit of {limit} "
-    "for one evaluation",
-}
-_HINT = {
-    "steps": "use fewer firstAvailable alternatives, fewer requests per claim or looser "
-    "matchAttribute constraints, or name the devices with selectors",
-    "node-steps": "use fewer firstAvailable alternatives, fewer requests per claim or looser "
-    "matchAttribute constraints, or name the devices with selectors",
-    "cel": "use fewer or simpler selectors",
-    "cel-evaluation": "avoid building large lists or strings (cel.bind, +, map) and comparing them",
-}
+_WHAT: Mapping[str, str] = MappingProxyType(
+    {
+        "steps": "the device search took more than {limit} steps",
+        "node-steps": "the device search took more than {limit} steps on a node without an answer, "
+        "and no other node fits",
+        "cel": "CEL selectors cost more than {limit} to evaluate",
+        "cel-evaluation": "a CEL selector's estimated cost {used} exceeds the limit of {limit} "
+        "for one evaluation",
+    }
+)
+_HINT: Mapping[str, str] = MappingProxyType(
+    {
+        "steps": "use fewer firstAvailable alternatives, fewer requests per claim or looser "
+        "matchAttribute constraints, or name the devices with selectors",
+        "node-steps": "use fewer firstAvailable alternatives, fewer requests per claim or looser "
+        "matchAttribute constraints, or name the devices with selectors",
+        "cel": "use fewer or simpler selectors",
+        "cel-evaluation": "avoid building large lists or strings (cel.bind, +, map) and comparing "
+        "them",
+    }
+)
 
 
 class BudgetExceeded(DraquotaError):

@@ -74,7 +74,7 @@ def test_unknown_fields_of_local_queue_and_flavor() -> None:
 
 def _crd_fields(schema: dict[str, Any]) -> Any:
     if schema.get("type") == "array" and schema["items"].get("type") == "object":
-        return [_crd_fields(schema["items"])]
+        return (_crd_fields(schema["items"]),)
     properties = schema.get("properties")
     if not properties:
         return None
