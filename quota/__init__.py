@@ -7,6 +7,10 @@ The main path of an admission:
     workload = as_workload(obj)            # a Pod, or one pod of a Job, Deployment, ...
     demand = pod_demand(workload, state)   # devices per DeviceClass, shared claims, requests
     decision = decide(obj, state, usage, settings, make_placer(state))
+
+The core keeps nothing between calls: whoever owns `state` keeps a
+`quota.derived.DerivedCache` next to it and passes it as `cache=` (and keeps the
+placer), so that the queue table and parsed claims are not derived again per pod.
 """
 
 from quota.allocator import AllocationError, allocate

@@ -13,6 +13,7 @@ from typing import Any
 
 from quota.claimspec import ClaimSpec, FieldReader, api_version_of, parse_claim_spec
 from quota.cluster import ClusterState, Obj
+from quota.derived import DerivedCache
 from quota.devices import claim_devices
 from quota.errors import InvalidObject, NotFound, object_ref
 
@@ -90,23 +91,9 @@ def claim_spec_of(obj: Obj) -> ClaimSpec:
     )
 
 
-# Parsed specs of cluster objects, by object identity: the cluster view replaces an
-# object on every change rather than editing it, so an entry is valid while the
-# object it holds is the one in the view. Holding the object keeps its id unique.
-_PARSED: dict[int, tuple[Obj, ClaimSpec, Mapping[str, int]]] = {}
-_PARSED_MAX = 4096
-
-
 def _parsed(obj: Obj) -> tuple[ClaimSpec, Mapping[str, int]]:
-    hit = _PARSED.get(id(obj))
-    if hit is not None and hit[0] is obj:
-        return hit[1], hit[2]
     spec = claim_spec_of(obj)
-    devices = claim_devices(spec)
-    if len(_PARSED) >= _PARSED_MAX:
-        _PARSED.clear()
-    _PARSED[id(obj)] = (obj, spec, devices)
-    return spec, devices
+    return spec, claim_devices(spec)
 
 
 def _generated_names(pod: Obj) -> dict[str, str]:
@@ -129,6 +116,7 @@ def _entry_claim(
     state: ClusterState,
     ref: str,
     generated: Mapping[str, str],
+    cache: DerivedCache | None,
 ) -> PodClaim:
     reader = FieldReader(ref)
     entry = reader.mapping(entry, path)
@@ -148,7 +136,9 @@ def _entry_claim(
     obj = made if template and made is not None else state.get(kind, namespace, target)
     if obj is None:
         raise NotFound(kind, namespace, target, referrer=f"{ref}: {path}")
-    spec, devices = _parsed(obj)
+    # A cluster object is parsed once while it is unchanged (every replica of a workload
+    # reads the same template).
+    spec, devices = _parsed(obj) if cache is None else cache.of_object("claim", obj, _parsed)
     allocation = (obj.get("status") or {}).get("allocation") if claim else None
     return PodClaim(
         entry=name,
@@ -162,7 +152,12 @@ def _entry_claim(
 
 
 def expand_pod_claims(
-    pod: Obj, state: ClusterState, ref: str | None = None, generated: bool = False
+    pod: Obj,
+    state: ClusterState,
+    ref: str | None = None,
+    generated: bool = False,
+    *,
+    cache: DerivedCache | None = None,
 ) -> tuple[PodClaim, ...]:
     """The claims of a pod (or pod template) in entry order, looked up in its namespace.
 
@@ -171,7 +166,8 @@ def expand_pod_claims(
     not from the template, which its owner may have replaced since. Without it (an
     admission), status is ignored: the API server resets it on create.
     Raises NotFound naming the template or claim when it is missing, InvalidObject
-    when an entry or the claim spec it points at is malformed.
+    when an entry or the claim spec it points at is malformed. `cache` keeps parsed
+    claim specs between calls (`quota.derived`).
     """
     metadata = pod.get("metadata") or {}
     namespace = metadata.get("namespace") or "default"
@@ -181,7 +177,7 @@ def expand_pod_claims(
     entries = reader.items(spec.get("resourceClaims"), "spec.resourceClaims")
     made = _generated_names(pod) if generated else {}
     claims = [
-        _entry_claim(entry, f"spec.resourceClaims[{i}]", namespace, state, ref, made)
+        _entry_claim(entry, f"spec.resourceClaims[{i}]", namespace, state, ref, made, cache)
         for i, entry in enumerate(entries)
     ]
     names = [claim.entry for claim in claims]

@@ -29,6 +29,7 @@ from quota.charge import QUEUE_LABEL, Charge, at_least, times
 from quota.claims import PodClaim
 from quota.cluster import ClusterState, Obj
 from quota.demand import PodDemand, pod_demand
+from quota.derived import DerivedCache
 from quota.errors import DraquotaError, NotFound
 from quota.quantity import sat_add
 from quota.queues import ClusterQueue, LocalQueue, QueueTable, namespace_selected, queue_table
@@ -320,8 +321,9 @@ def _prepare(
     settings: Settings,
     placer: Placer | None,
     operation: str,
+    cache: DerivedCache | None,
 ) -> Prepared | Decision:
-    table = queue_table(state, settings)
+    table = queue_table(state, settings, cache=cache)
     route = _route(workload, state, table)
     if route is None:
         return Decision(True, 200, "NotManaged", "no LocalQueue: not managed by draquota")
@@ -329,7 +331,7 @@ def _prepare(
         return route
     subject, name = _subject(workload), route.local.name
     where = f'ClusterQueue "{route.queue.name}" (LocalQueue {route.local.key})'
-    demand = pod_demand(workload, state)
+    demand = pod_demand(workload, state, cache=cache)
     charged = _charged(demand, route.queue, table)
     warnings: list[str] = []
     busy_everywhere = ""  # why no node of the cluster can host the claims right now
@@ -529,14 +531,17 @@ def prepare(
     settings: Settings,
     placer: Placer | None = None,
     operation: str = "CREATE",
+    *,
+    cache: DerivedCache | None = None,
 ) -> Prepared | Decision:
     """The part of a decision that does not depend on usage (see `Prepared`), or the
     decision itself when that part already settles it: not managed, invalid (400), a
-    missing object (403), unplaceable, unmapped classes."""
+    missing object (403), unplaceable, unmapped classes. `cache`: what is derived from
+    `state` is kept there between calls (`quota.derived`)."""
     if operation == "DELETE":
         return Decision(True, 200, "NotManaged", "deletions are not checked")
     try:
-        return _prepare(as_workload(obj), state, settings, placer, operation)
+        return _prepare(as_workload(obj), state, settings, placer, operation, cache)
     except NotFound as exc:
         kind = "ClaimNotFound" if exc.kind.startswith("ResourceClaim") else "NotFound"
         return _deny(kind, _sentence(str(exc)))
@@ -604,6 +609,8 @@ def decide(
     settings: Settings,
     placer: Placer | None = None,
     operation: str = "CREATE",
+    *,
+    cache: DerivedCache | None = None,
 ) -> Decision:
     """Decide whether a Pod or pod-template workload may be admitted: `prepare`, then
     `conclude` against `usage`.
@@ -615,11 +622,17 @@ def decide(
     allowed with a warning. A pod's status and deletion fields are not read: on
     create the API server resets them, so they never exempt a pod.
     """
-    return conclude(prepare(obj, state, settings, placer, operation), usage)
+    return conclude(prepare(obj, state, settings, placer, operation, cache=cache), usage)
 
 
 def recheck_pod(
-    pod: Obj, state: ClusterState, usage: Usage, settings: Settings, recorded: Charge | None
+    pod: Obj,
+    state: ClusterState,
+    usage: Usage,
+    settings: Settings,
+    recorded: Charge | None,
+    *,
+    cache: DerivedCache | None = None,
 ) -> Decision:
     """An existing pod whose cost may grow: a resize, or a claim it references re-created.
 
@@ -627,14 +640,15 @@ def recheck_pod(
     pod out, `recorded` is its admission record. The pod keeps its queue and flavors
     (its nodes were chosen by them); what does not grow is always allowed, what grows
     must fit like an admission. The charge of an allowed change is the new record.
+    `cache` as in `prepare`.
     """
     try:
         workload = as_workload(pod)
-        table = queue_table(state, settings)
+        table = queue_table(state, settings, cache=cache)
         route = _recorded_route(recorded, table) or _usage_route(workload, table)
         if route is None:
             return Decision(True, 200, "NotManaged", "no LocalQueue: not managed by draquota")
-        demand = pod_demand(workload, state, generated=True)
+        demand = pod_demand(workload, state, generated=True, cache=cache)
         charged = _charged(demand, route.queue, table)
         pinned = _recorded_flavors(route.queue, charged, recorded)
         affinity = _flavor_filter(table, route.queue, workload, (), None, settings, [])
@@ -725,7 +739,12 @@ def _recorded_flavors(
 
 
 def recompute_charge(
-    pod: Obj, state: ClusterState, settings: Settings, recorded: Charge | None = None
+    pod: Obj,
+    state: ClusterState,
+    settings: Settings,
+    recorded: Charge | None = None,
+    *,
+    cache: DerivedCache | None = None,
 ) -> Charge | None:
     """What a live pod's claims and requests cost now; None when unmanaged.
 
@@ -733,15 +752,15 @@ def recompute_charge(
     names the queue the pod was admitted to and the flavors chosen, which are kept
     when valid for the recomputed demand. Without one, the pod's LocalQueue routes
     it. Claims are the ones generated for the pod where they exist. Raises
-    NotFound/InvalidObject when the pod's claims cannot be read.
+    NotFound/InvalidObject when the pod's claims cannot be read. `cache` as in `prepare`.
     """
     workload = as_workload(pod)
-    table = queue_table(state, settings)
+    table = queue_table(state, settings, cache=cache)
     route = _recorded_route(recorded, table) or _usage_route(workload, table)
     if route is None:
         return None
     # saturate: a live pod with an out-of-range quantity is charged the most, never dropped
-    demand = pod_demand(workload, state, generated=True, saturate=True)
+    demand = pod_demand(workload, state, generated=True, saturate=True, cache=cache)
     charged = _charged(demand, route.queue, table)
     assignment = _recorded_flavors(route.queue, charged, recorded)
     if assignment is None:  # no record: the flavor whose nodes the pod is pinned to

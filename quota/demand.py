@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from quota.claims import PodClaim, expand_pod_claims
 from quota.cluster import ClusterState
+from quota.derived import DerivedCache
 from quota.deviceclasses import extended_resource_classes, parse_device_class
 from quota.devices import add_devices
 from quota.errors import InvalidObject, NotFound
@@ -42,27 +42,27 @@ class PodDemand:
         return dict(sorted(total.items()))
 
 
-_EXTENDED: weakref.WeakKeyDictionary[ClusterState, tuple[tuple[int, ...], dict[str, str]]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def extended_names(state: ClusterState) -> dict[str, str]:
+def extended_names(state: ClusterState, *, cache: DerivedCache | None = None) -> dict[str, str]:
     """Explicit extended-resource name -> DeviceClass, for the classes in the cluster view.
 
-    Cached per view until a DeviceClass changes: admission asks for it on every pod.
+    With a `cache`, kept until a DeviceClass changes: admission asks for it on every pod.
     """
-    revision = state.revision("DeviceClass")
-    cached = _EXTENDED.get(state)
-    if cached is None or cached[0] != revision:
-        classes = (parse_device_class(obj) for obj in state.list("DeviceClass"))
-        cached = (revision, extended_resource_classes(classes))
-        _EXTENDED[state] = cached
-    return cached[1]
+
+    def build() -> dict[str, str]:
+        return extended_resource_classes(parse_device_class(o) for o in state.list("DeviceClass"))
+
+    if cache is None:
+        return build()
+    return cache.latest("extended_names", (state, state.revision("DeviceClass")), build)
 
 
 def pod_demand(
-    workload: Workload, state: ClusterState, generated: bool = False, saturate: bool = False
+    workload: Workload,
+    state: ClusterState,
+    generated: bool = False,
+    saturate: bool = False,
+    *,
+    cache: DerivedCache | None = None,
 ) -> PodDemand:
     """The demand of one pod of `workload`, with claims looked up in `state` (`generated`:
     a live pod, charged for the claims generated for it; see `expand_pod_claims`).
@@ -70,13 +70,18 @@ def pod_demand(
     Errors name the original object and the field path inside it (for a Job,
     under `spec.template`). With `saturate` (a live pod, already stored), a request
     quantity that is out of range or does not parse is charged as much as possible
-    instead of raising (`quota.podresources.pod_resources`).
+    instead of raising (`quota.podresources.pod_resources`). `cache` keeps what is
+    derived from the cluster view between calls (`quota.derived`).
     """
     try:
-        claims = expand_pod_claims(workload.pod, state, workload.ref, generated)
+        claims = expand_pod_claims(workload.pod, state, workload.ref, generated, cache=cache)
         entries = {claim.entry for claim in claims}
         resources = pod_resources(
-            workload.pod, workload.ref, extended_names(state), entries, saturate=saturate
+            workload.pod,
+            workload.ref,
+            extended_names(state, cache=cache),
+            entries,
+            saturate=saturate,
         )
     except NotFound as exc:
         if workload.template_path:

@@ -28,6 +28,7 @@ from typing import Any
 from quota.charge import Charge, at_least
 from quota.cluster import ClusterState, Obj
 from quota.decision import recompute_charge
+from quota.derived import DerivedCache
 from quota.errors import DraquotaError
 from quota.settings import Settings
 from quota.usage import Usage
@@ -138,18 +139,21 @@ def live_pod_charge(
     settings: Settings,
     now: float,
     admitted: Charge | None = None,
+    *,
+    cache: DerivedCache | None = None,
 ) -> Charge | None:
     """What a pod holds at `now`; None when it is not live or not managed.
 
     `admitted` is the pod's admission record (trusted: only draquota writes it).
     It names the queue and flavors; the pod's claims as they are now may raise the
     amounts, never lower them. When the claims cannot be read (a template deleted
-    after admission), the record alone is the charge.
+    after admission), the record alone is the charge. `cache` as in
+    `quota.decision.prepare`.
     """
     if not is_live_pod(pod, now) or (admitted is None and is_gated(pod)):
         return None
     try:
-        current = recompute_charge(pod, state, settings, admitted)
+        current = recompute_charge(pod, state, settings, admitted, cache=cache)
     except DraquotaError:
         return admitted
     if admitted is None or current is None:
@@ -162,15 +166,19 @@ def usage_from_pods(
     settings: Settings,
     now: float,
     records: Mapping[str, Charge] | None = None,
+    *,
+    cache: DerivedCache | None = None,
 ) -> Usage:
     """Usage held by the live pods of the cluster view, keyed by `ns/name`.
 
-    `records` maps pod UIDs to admitted charges.
+    `records` maps pod UIDs to admitted charges. One `cache` (`quota.derived`) serves every
+    pod; without one, a cache for this call is made.
     """
     records = records or {}
+    cache = DerivedCache() if cache is None else cache
     usage = Usage()
     for pod in state.list("Pod"):
-        charge = live_pod_charge(pod, state, settings, now, records.get(pod_uid(pod)))
+        charge = live_pod_charge(pod, state, settings, now, records.get(pod_uid(pod)), cache=cache)
         if charge is not None:
             usage.add(pod_key(pod), charge)
     return usage

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -753,10 +752,6 @@ def _offer(
     return max(groups.values(), default=0)
 
 
-_PLACERS: weakref.WeakKeyDictionary[ClusterState, Placer] = weakref.WeakKeyDictionary()
-_PLACERS_LOCK = threading.Lock()
-
-
 def make_placer(
     state: ClusterState, steps: int = DEFAULT_SEARCH_STEPS, cel_cost: int = DEFAULT_CEL_COST
 ) -> Placer:
@@ -770,9 +765,9 @@ def place_claims(
     node_labels: Mapping[str, str] | None = None,
     node: str | None = None,
 ) -> Placement:
-    """Place all claims together on one node of `state` (the named `node` if given)."""
-    with _PLACERS_LOCK:
-        placer = _PLACERS.get(state)
-        if placer is None:
-            placer = _PLACERS[state] = Placer(state)
-    return placer.place(claims, node_labels, node)
+    """Place all claims together on one node of `state` (the named `node` if given).
+
+    Builds the placement index for this one question: to ask more than one, keep a
+    `Placer` (`make_placer`), which keeps its index until the cluster view changes.
+    """
+    return Placer(state).place(claims, node_labels, node)

@@ -11,7 +11,6 @@ flavor exists) are collected as *problems*: a queue with problems admits nothing
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 from quota.charge import FlavorResource
 from quota.claimspec import FieldReader
 from quota.cluster import ClusterState, Obj
+from quota.derived import DerivedCache
 from quota.errors import InvalidObject, object_ref
 from quota.quantity import amount, parse_quantity
 from quota.selectors import LABEL_OPERATORS, requirement_matches
@@ -551,21 +551,15 @@ def _build(state: ClusterState, settings: Settings) -> QueueTable:
     )
 
 
-_KINDS = ("ClusterQueue", "LocalQueue", "ResourceFlavor")
-_CACHE: weakref.WeakKeyDictionary[ClusterState, tuple[Any, QueueTable]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def queue_table(state: ClusterState, settings: Settings) -> QueueTable:
-    """The queue table of a cluster view, rebuilt only when queue objects or settings change."""
-    key = (state.revision(*_KINDS), settings)
-    cached = _CACHE.get(state)
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    table = _build(state, settings)
-    _CACHE[state] = (key, table)
-    return table
+def queue_table(
+    state: ClusterState, settings: Settings, *, cache: DerivedCache | None = None
+) -> QueueTable:
+    """The queue table of a cluster view; with a `cache`, rebuilt only when queue objects or
+    settings change (`quota.derived`)."""
+    if cache is None:
+        return _build(state, settings)
+    key = (state, state.revision(*QUEUE_KINDS), settings)
+    return cache.latest("queue_table", key, lambda: _build(state, settings))
 
 
 def queue_condition(table: QueueTable, name: str) -> dict[str, str]:

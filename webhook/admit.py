@@ -22,6 +22,7 @@ from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge
 from quota.claims import claim_references
 from quota.cluster import ClusterState, meta_of
 from quota.decision import Decision, Placer, conclude, node_selector_of, prepare, recheck_pod
+from quota.derived import DerivedCache
 from quota.errors import DraquotaError
 from quota.livepods import is_live_pod, job_owner, pod_key, pod_uid
 from quota.queues import queue_table
@@ -119,6 +120,7 @@ class Admission:
         self.ledger = ledger
         self.settings = settings
         self.placer = placer
+        self.cache = DerivedCache()  # what the core derives from backend.state, between requests
 
     def review(self, req: AdmissionRequest, mutating: bool) -> tuple[Outcome, Decision | None]:
         """The answer to a request, and the decision behind it (None when none was needed)."""
@@ -174,7 +176,8 @@ class Admission:
                 f"{req.ref}: metadata.ownerReferences: the pods of a Job its ClusterQueue "
                 "admitted as a whole are created by the Job controller only",
             )
-        wanted = node_selector_of(queue_table(self.backend.state, self.settings), job)
+        table = queue_table(self.backend.state, self.settings, cache=self.cache)
+        wanted = node_selector_of(table, job)
         if mutating:
             return Outcome(True, patch=tuple(covered_pod_patch(pod, wanted)))
         if missing := _missing_labels(pod, wanted):
@@ -190,7 +193,7 @@ class Admission:
         """Only the queue unsuspends a Job of a queueing ClusterQueue, once it recorded it."""
         if self.ledger.record(pod_uid(job)) is not None:
             return Outcome(True)
-        prepared = prepare(job, self.backend.state, self.settings, None, "UPDATE")
+        prepared = prepare(job, self.backend.state, self.settings, None, "UPDATE", cache=self.cache)
         if isinstance(prepared, Decision) or not prepared.route.queue.queues:
             return Outcome(True)
         return _deny(
@@ -257,13 +260,13 @@ class Admission:
         """Counting and placement first, outside the ledger's lock; under it, only the quota
         arithmetic against current usage (again after a conflict) and the record's write."""
         state, settings = self.backend.state, self.settings
-        prepared = prepare(obj, state, settings, self.placer, req.operation)
+        prepared = prepare(obj, state, settings, self.placer, req.operation, cache=self.cache)
         missing = isinstance(prepared, Decision) and prepared.reason in (
             "ClaimNotFound",
             "NotFound",
         )
         if missing and self._fetch_missing(obj):
-            prepared = prepare(obj, state, settings, self.placer, req.operation)
+            prepared = prepare(obj, state, settings, self.placer, req.operation, cache=self.cache)
         if isinstance(prepared, Decision):
             return prepared
 
@@ -341,7 +344,8 @@ class Admission:
                 f"{req.ref}: spec.schedulingGates: {ADMISSION_GATE} is removed by draquota when "
                 "the pod's ClusterQueue admits it; the pod is still waiting for quota",
             )
-        wanted = node_selector_of(queue_table(self.backend.state, self.settings), recorded)
+        table = queue_table(self.backend.state, self.settings, cache=self.cache)
+        wanted = node_selector_of(table, recorded)
         if missing := _missing_labels(pod, wanted):
             return _deny(
                 403,
@@ -366,7 +370,7 @@ class Admission:
         recorded = self.ledger.record(uid)
 
         def evaluate(usage: Usage) -> Decision:
-            return recheck_pod(pod, state, usage, self.settings, recorded)
+            return recheck_pod(pod, state, usage, self.settings, recorded, cache=self.cache)
 
         decision = self.ledger.admit(uid, evaluate, req.dry_run, pod_key(pod), existing=True)
         return (_allowed(decision) if decision.allowed else _denial(decision)), decision

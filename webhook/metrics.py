@@ -23,6 +23,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 
+from quota.derived import DerivedCache
 from quota.queues import queue_table
 from quota.settings import Settings
 from quota.waiting import waiting_in
@@ -115,6 +116,7 @@ class _StateCollector:
         self._pending: Future[Any] | None = None
         self._last: Any = None
         self._guard = threading.Lock()
+        self._cache = DerivedCache()  # the queue table, until a queue object changes
 
     def _usage(self) -> tuple[Any, bool]:
         """(usage, fresh): the ledger's usage if it can be read in time, else the last one."""
@@ -183,7 +185,7 @@ class _StateCollector:
             "pods and pod groups waiting, gated, in a ClusterQueue with whenFull: Queue",
             labels=["cluster_queue"],
         )
-        table = queue_table(self._backend.state, self._settings)
+        table = queue_table(self._backend.state, self._settings, cache=self._cache)
         waiting = waiting_in(self._backend.state, table, time.time())
         for name in sorted(n for n, queue in table.queues.items() if queue.queues):
             pending.add_metric([name], float(len(waiting.get(name, ()))))

@@ -23,6 +23,7 @@ from typing import Any
 from quota.charge import Charge
 from quota.claims import claim_references
 from quota.cluster import ClusterState, Obj
+from quota.derived import DerivedCache
 from quota.errors import DraquotaError
 from quota.livepods import (
     is_live_job,
@@ -125,6 +126,7 @@ class PodUsage:
         self._state = state
         self._settings = settings
         self._wall = wall
+        self._cache = DerivedCache()  # what charging derives from the cluster view, between pods
         self.usage = IndexedUsage()
         self.charges = ChargeCache()
         self._records: dict[str, Charge] = {}
@@ -373,7 +375,9 @@ class PodUsage:
             self.unrecorded.discard(key)
             return
         try:
-            charge = live_pod_charge(pod, self._state, self._settings, now, record)
+            charge = live_pod_charge(
+                pod, self._state, self._settings, now, record, cache=self._cache
+            )
         except DraquotaError as exc:  # a malformed pod keeps its record, if it has one
             log.warning("cannot charge live pod", extra={"pod": key, "error": str(exc)})
             charge = record if is_live_pod(pod, now) else None

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from quota.cluster import Obj
-from quota.decision import Decision, Placer, conclude, conclude_job, prepare
+from quota.decision import Decision, Placer, Prepared, conclude, conclude_job, prepare
+from quota.derived import DerivedCache
 from quota.livepods import pod_key, pod_uid
 from quota.queues import queue_table
 from quota.settings import Settings
@@ -100,6 +101,7 @@ class QueueController:
         self.max_writes = 100
         self._writes = 0
         self._shown: dict[str, str] = {}  # uid -> the waiting message last written
+        self._cache = DerivedCache()  # what the core derives from backend.state, between passes
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -128,7 +130,7 @@ class QueueController:
     def run_once(self) -> QueuePass:
         """Admit what fits, in order, in every queueing ClusterQueue."""
         state = self.backend.state
-        table = queue_table(state, self.settings)
+        table = queue_table(state, self.settings, cache=self._cache)
         done = QueuePass()
         self._writes = 0
         waiting = waiting_in(state, table, self.wall())
@@ -167,7 +169,7 @@ class QueueController:
     def _admit_job(self, workload: Waiting, done: QueuePass) -> str:
         """Record the Job's pods running at once as one charge, then unsuspend it."""
         (job,) = workload.pods
-        prepared = prepare(job, self.backend.state, self.settings, self.placer, "CREATE")
+        prepared = self._prepare(job)
         decision = self.ledger.admit(
             pod_uid(job),
             lambda usage: conclude_job(prepared, usage),
@@ -190,8 +192,12 @@ class QueueController:
         if self.metrics is not None and created is not None:
             self.metrics.observe_wait(workload.cluster_queue, self.wall() - created)
 
+    def _prepare(self, obj: Obj) -> Prepared | Decision:
+        state, settings, placer = self.backend.state, self.settings, self.placer
+        return prepare(obj, state, settings, placer, "CREATE", cache=self._cache)
+
     def _record(self, pod: Obj) -> Decision:
-        prepared = prepare(pod, self.backend.state, self.settings, self.placer, "CREATE")
+        prepared = self._prepare(pod)
         return self.ledger.admit(
             pod_uid(pod),
             lambda usage: conclude(prepared, usage, enqueue=False),

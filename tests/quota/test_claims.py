@@ -7,6 +7,7 @@ import pytest
 from quota.claims import claim_references, expand_pod_claims
 from quota.cluster import ClusterState
 from quota.demand import pod_demand
+from quota.derived import DerivedCache
 from quota.errors import InvalidObject, NotFound
 from quota.workloads import as_workload
 from tests.quota.builders import VERSIONS, claim, claim_template, container, device_class, pod
@@ -170,12 +171,14 @@ def test_a_changed_template_or_device_class_is_counted_afresh() -> None:
         claims=({"name": "gpu", "resourceClaimTemplateName": "gpu-tmpl"},),
         containers=({"name": "main", "resources": {"requests": {"example.com/gpu": "1"}}},),
     )
-    before = pod_demand(as_workload(p), state)
+    cache = DerivedCache()
+    before = pod_demand(as_workload(p), state, cache=cache)
     assert before.all_devices() == {"gpu.example.com": 2}
     assert before.resources == {"example.com/gpu": 1}
     state.upsert(claim_template("gpu-tmpl", NIC1))
     state.upsert(device_class("gpu", "example.com/gpu"))
-    after = pod_demand(as_workload(p), state)
+    assert pod_demand(as_workload(p), state) == pod_demand(as_workload(p), state, cache=cache)
+    after = pod_demand(as_workload(p), state, cache=cache)
     assert after.all_devices() == {"gpu": 1, "nic.example.com": 1}
     assert after.resources == {}
 

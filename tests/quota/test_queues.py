@@ -14,9 +14,11 @@ import yaml
 from cel_expr_python import cel
 
 from quota.cluster import ClusterState
+from quota.derived import DerivedCache
 from quota.errors import InvalidObject
 from quota.quantity import parse_quantity
 from quota.queues import (
+    QUEUE_KINDS,
     namespace_selected,
     parse_cluster_queue,
     parse_local_queue,
@@ -241,13 +243,18 @@ def test_namespace_selector(selector: Any, selected: bool) -> None:
 
 
 def test_queue_table_is_cached_until_queue_objects_change() -> None:
-    state = ClusterState(
-        scenario_objects({"queues": [{"name": "a", "groups": [{"default": {"cpu": 1}}]}]})
-    )
-    first = queue_table(state, Settings())
-    assert queue_table(state, Settings()) is first
+    objects = scenario_objects({"queues": [{"name": "a", "groups": [{"default": {"cpu": 1}}]}]})
+    state, twin = ClusterState(objects), ClusterState(objects)
+    cache = DerivedCache()
+    first = queue_table(state, Settings(), cache=cache)
+    assert queue_table(state, Settings(), cache=cache) is first
+    assert queue_table(state, Settings()) is not first  # no cache: built afresh
+    # Another view at the same revisions, or other settings, is not answered from the entry.
+    assert twin.revision(*QUEUE_KINDS) == state.revision(*QUEUE_KINDS)
+    assert queue_table(twin, Settings(), cache=cache) is not first
+    assert queue_table(state, Settings(unmapped_device_class="Ignore"), cache=cache) is not first
     state.upsert(cluster_queue({"name": "b", "groups": [{"other": {"cpu": 1}}]}))
-    second = queue_table(state, Settings())
+    second = queue_table(state, Settings(), cache=cache)
     assert second is not first and set(second.queues) == {"a", "b"}
     assert second.invalid == {"b": "ResourceFlavor other not found"}
 

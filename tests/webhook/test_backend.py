@@ -253,9 +253,9 @@ def test_pod_changes_are_charged_per_changed_pod_not_by_rescanning(
     charged: list[str] = []
     real = podusage_module.live_pod_charge
 
-    def counting(obj: Any, *args: Any) -> Any:
+    def counting(obj: Any, *args: Any, **kwargs: Any) -> Any:
         charged.append(obj["metadata"]["name"])
-        return real(obj, *args)
+        return real(obj, *args, **kwargs)
 
     monkeypatch.setattr(podusage_module, "live_pod_charge", counting)
     state.upsert(pod("new"))
@@ -290,9 +290,9 @@ def test_claim_changes_recharge_only_the_pods_using_them(monkeypatch: pytest.Mon
     charged: list[str] = []
     real = podusage_module.live_pod_charge
 
-    def counting(obj: Any, *args: Any) -> Any:
+    def counting(obj: Any, *args: Any, **kwargs: Any) -> Any:
         charged.append(obj["metadata"]["name"])
-        return real(obj, *args)
+        return real(obj, *args, **kwargs)
 
     monkeypatch.setattr(podusage_module, "live_pod_charge", counting)
     template = state.get("ResourceClaimTemplate", "team-a", "other-a")
@@ -321,9 +321,9 @@ def test_namespace_and_local_queue_changes_recharge_only_that_namespace(
     charged: list[str] = []
     real = podusage_module.live_pod_charge
 
-    def counting(obj: Any, *args: Any) -> Any:
+    def counting(obj: Any, *args: Any, **kwargs: Any) -> Any:
         charged.append(obj["metadata"]["name"])
-        return real(obj, *args)
+        return real(obj, *args, **kwargs)
 
     monkeypatch.setattr(podusage_module, "live_pod_charge", counting)
     state.upsert({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b",
@@ -351,9 +351,9 @@ def test_a_relist_recharges_only_pods_whose_version_changed(
     charged: list[str] = []
     real = podusage_module.live_pod_charge
 
-    def counting(obj: Any, *args: Any) -> Any:
+    def counting(obj: Any, *args: Any, **kwargs: Any) -> Any:
         charged.append(obj["metadata"]["name"])
-        return real(obj, *args)
+        return real(obj, *args, **kwargs)
 
     monkeypatch.setattr(podusage_module, "live_pod_charge", counting)
     relisted = [versioned(f"p-{i}", "1") for i in range(50)]

@@ -20,9 +20,10 @@ from typing import Any
 from quota.allocator import AllocationError
 from quota.claims import PodClaim, claim_spec_of, expand_pod_claims
 from quota.cluster import ClusterState
+from quota.derived import DerivedCache
 from quota.devices import claim_devices
 from quota.errors import InvalidObject, NotFound
-from quota.placement import Placement, place_claims
+from quota.placement import Placement, make_placer
 from quota.workloads import WORKLOAD_KINDS, as_workload
 from webhook.commands._common import (
     Progress,
@@ -63,7 +64,7 @@ def _standalone(obj: Mapping[str, Any]) -> tuple[str, PodClaim]:
 
 
 def collect_claims(
-    inputs: Sequence[Mapping[str, Any]], state: ClusterState
+    inputs: Sequence[Mapping[str, Any]], state: ClusterState, cache: DerivedCache | None = None
 ) -> list[tuple[str, PodClaim]]:
     """(display name, claim) for every claim to place, each claim once."""
     from_workloads: list[tuple[str, PodClaim]] = []
@@ -72,7 +73,7 @@ def collect_claims(
         if obj.get("kind") not in WORKLOAD_KINDS:
             continue
         workload = as_workload(obj)
-        for claim in expand_pod_claims(workload.pod, state, workload.ref):
+        for claim in expand_pod_claims(workload.pod, state, workload.ref, cache=cache):
             kind = "ResourceClaim" if claim.shared else "ResourceClaimTemplate"
             referenced.add((kind, claim.key))
             if claim.shared:
@@ -95,9 +96,10 @@ def _groups(
     files: list[tuple[Path, list[Mapping[str, Any]]]], state: ClusterState, together: bool
 ) -> list[tuple[str, list[tuple[str, PodClaim]]]]:
     """(group label, claims) to place, each group as the claims of one pod would be."""
+    cache = DerivedCache()  # replicas of one workload read the same templates
     if together:
         inputs = [obj for _, objects in files for obj in objects]
-        return [("all", collect_claims(inputs, state))]
+        return [("all", collect_claims(inputs, state, cache))]
     groups = []
     for path, objects in files:
         source = "-" if path == STDIN else str(path)
@@ -105,9 +107,9 @@ def _groups(
         for obj in workloads:
             metadata = obj.get("metadata") or {}
             label = f"{str(obj['kind']).lower()}/{metadata.get('name') or '<unnamed>'}"
-            groups.append((label, collect_claims([obj], state)))
+            groups.append((label, collect_claims([obj], state, cache)))
         others = [obj for obj in objects if obj.get("kind") not in WORKLOAD_KINDS]
-        rest = collect_claims(others, state)
+        rest = collect_claims(others, state, cache)
         referenced = {claim.key for _, claims in groups for _, claim in claims if claim.shared}
         rest = [(name, claim) for name, claim in rest if claim.key not in referenced]
         if rest:
@@ -160,8 +162,9 @@ def run(args: argparse.Namespace) -> int:
         )
     groups = _groups(files, state, args.together)
     items: list[dict[str, Any]] = []
+    placer = make_placer(state)  # one placement index for every group
     for group, claims in groups:
-        placement = place_claims([c for _, c in claims], state, node=args.node)
+        placement = placer.place([c for _, c in claims], node=args.node)
         if placement.invalid:
             raise AllocationError(placement.reason)
         items.extend(_items(group, claims, placement))

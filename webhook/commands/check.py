@@ -26,6 +26,7 @@ from typing import Any
 
 from quota.cluster import ClusterState
 from quota.decision import Decision, Placer, conclude, conclude_job, decide, prepare
+from quota.derived import DerivedCache
 from quota.errors import InvalidObject
 from quota.livepods import usage_from_pods
 from quota.messages import format_amounts
@@ -111,10 +112,11 @@ def _from_queue(
     placer: Placer | None,
     usage: Usage,
     ahead: list[str],
+    cache: DerivedCache,
 ) -> Decision:
     """A pod its queue takes: admitted at once when it fits and its queueingStrategy lets it
     past those waiting `ahead`, else still queued, saying why."""
-    prepared = prepare(obj, state, settings, placer)
+    prepared = prepare(obj, state, settings, placer, cache=cache)
     if isinstance(prepared, Decision):
         return prepared
     queue = prepared.route.queue
@@ -154,17 +156,21 @@ def check_objects(
     for obj in inputs:
         if obj.get("kind") not in WORKLOAD_KINDS:
             state.upsert(obj)
-    usage = usage_from_pods(state, settings, time.time()) if usage is None else usage.copy()
+    cache = DerivedCache()
+    if usage is None:
+        usage = usage_from_pods(state, settings, time.time(), cache=cache)
+    else:
+        usage = usage.copy()
     items = []
     waiting: dict[str, list[tuple[int, int]]] = {}  # ClusterQueue -> (priority, item index)
-    table = queue_table(state, settings)
+    table = queue_table(state, settings, cache=cache)
     for obj in decided:
-        decision = decide(obj, state, usage, settings, placer)
+        decision = decide(obj, state, usage, settings, placer, cache=cache)
         _, namespace, name = _identity(obj)
         if decision.queued:
             queue = _queue_of(_item(obj, decision), table)
             ahead = [items[i]["name"] for _, i in waiting.get(queue, ())]
-            decision = _from_queue(obj, decision, state, settings, placer, usage, ahead)
+            decision = _from_queue(obj, decision, state, settings, placer, usage, ahead, cache)
             if decision.queued:
                 waiting.setdefault(queue, []).append((_priority(obj), len(items)))
         if decision.allowed and decision.charge is not None:

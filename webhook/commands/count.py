@@ -9,6 +9,7 @@ from typing import Any
 from quota.claims import claim_spec_of
 from quota.cluster import ClusterState
 from quota.demand import pod_demand
+from quota.derived import DerivedCache
 from quota.devices import claim_devices
 from quota.workloads import WORKLOAD_KINDS, as_workload
 from webhook.commands._common import (
@@ -28,11 +29,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_input_arguments(parser)
 
 
-def count_object(obj: Mapping[str, Any], state: ClusterState) -> dict[str, int]:
+def count_object(
+    obj: Mapping[str, Any], state: ClusterState, cache: DerivedCache | None = None
+) -> dict[str, int]:
     """Devices per class of a claim or template spec, or of one pod of a workload."""
     if obj.get("kind") in CLAIM_KINDS:
         return claim_devices(claim_spec_of(obj))
-    return pod_demand(as_workload(obj), state).all_devices()
+    return pod_demand(as_workload(obj), state, cache=cache).all_devices()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
         obj for obj in inputs if obj.get("kind") in CLAIM_KINDS or obj.get("kind") in WORKLOAD_KINDS
     ]
     items = []
+    cache = DerivedCache()
     for i, obj in enumerate(counted):
         if i % 1000 == 0:
             progress.update(f"counted {i} of {len(counted)} objects")
@@ -51,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
                 "kind": obj["kind"],
                 "namespace": metadata.get("namespace") or "default",
                 "name": metadata.get("name") or metadata.get("generateName"),
-                "devices": count_object(obj, state),
+                "devices": count_object(obj, state, cache),
             }
         )
     progress.done()

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from quota.cluster import ClusterState
+from quota.derived import DerivedCache
 from quota.queues import QueueTable, queue_table
 from quota.settings import Settings
 from quota.status import cluster_queue_status, local_queue_status
@@ -60,6 +61,7 @@ class QueueStatusWriter:
     ) -> None:
         self.client, self.backend, self.ledger = client, backend, ledger
         self.settings, self.clock = settings, clock
+        self._cache = DerivedCache()  # the queue table, until a queue object changes
         self._writer = Periodic("queue-status", interval, self.sync, lambda: backend.ready()[0])
 
     def start(self) -> None:
@@ -71,7 +73,7 @@ class QueueStatusWriter:
     def sync(self) -> int:
         """One pass over every cached ClusterQueue; how many statuses were written."""
         state = self.backend.state
-        table = queue_table(state, self.settings)
+        table = queue_table(state, self.settings, cache=self._cache)
         usage = self.ledger.usage()
         seconds = self.clock()
         now = _rfc3339(seconds)
