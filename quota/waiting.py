@@ -230,12 +230,16 @@ def _labels_of(job: Obj, template: Mapping[str, Any]) -> Mapping[str, Any]:
     return {**labels, **_mapping(_mapping(template.get("metadata")).get("labels"))}
 
 
-def waiting_in(state: ClusterState, table: QueueTable, now: float) -> dict[str, list[Waiting]]:
+def waiting_in(
+    state: ClusterState, table: QueueTable, now: float, gated: Iterable[Obj] | None = None
+) -> dict[str, list[Waiting]]:
     """Every workload waiting in the cluster view, per queueing ClusterQueue, in queue order:
-    its gated live pods and its suspended live Jobs (nothing is read when no queue queues)."""
+    its gated live pods and its suspended live Jobs (nothing is read when no queue queues).
+    `gated`: the view's gated pods when the caller keeps them (else every pod is looked at)."""
     if not any(queue.queues for queue in table.queues.values()):
         return {}
-    gated = (p for p in state.list("Pod") if is_gated(p) and is_live_pod(p, now))
+    pods = state.list("Pod") if gated is None else gated
+    gated = (p for p in pods if is_gated(p) and is_live_pod(p, now))
     waiting = waiting_workloads(gated, table)
     jobs = (j for j in state.list("Job") if is_live_job(j))
     classes = state.list("PriorityClass")

@@ -27,6 +27,7 @@ from quota.derived import DerivedCache
 from quota.queues import queue_table
 from quota.settings import Settings
 from quota.waiting import waiting_in
+from webhook.gatedpods import GatedPods
 
 __all__ = [
     "LATENCY_BUCKETS",
@@ -117,6 +118,8 @@ class _StateCollector:
         self._last: Any = None
         self._guard = threading.Lock()
         self._cache = DerivedCache()  # the queue table, until a queue object changes
+        self._gated = GatedPods(backend.state)
+        self._gated_lock = threading.Lock()  # two scrapes may collect at once
 
     def _usage(self) -> tuple[Any, bool]:
         """(usage, fresh): the ledger's usage if it can be read in time, else the last one."""
@@ -186,7 +189,9 @@ class _StateCollector:
             labels=["cluster_queue"],
         )
         table = queue_table(self._backend.state, self._settings, cache=self._cache)
-        waiting = waiting_in(self._backend.state, table, time.time())
+        with self._gated_lock:
+            gated = self._gated.pods()
+        waiting = waiting_in(self._backend.state, table, time.time(), gated)
         for name in sorted(n for n, queue in table.queues.items() if queue.queues):
             pending.add_metric([name], float(len(waiting.get(name, ()))))
         return pending

@@ -38,6 +38,7 @@ from quota.queues import queue_table
 from quota.settings import Settings
 from quota.waiting import Waiting, admit_in_order, waiting_in
 from webhook.backend import Backend, Ledger
+from webhook.gatedpods import GatedPods
 from webhook.metrics import Metrics
 
 __all__ = ["PodWriter", "QueueController", "QueuePass"]
@@ -102,6 +103,7 @@ class QueueController:
         self._writes = 0
         self._shown: dict[str, str] = {}  # uid -> the waiting message last written
         self._cache = DerivedCache()  # what the core derives from backend.state, between passes
+        self._gated = GatedPods(backend.state)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -133,7 +135,7 @@ class QueueController:
         table = queue_table(state, self.settings, cache=self._cache)
         done = QueuePass()
         self._writes = 0
-        waiting = waiting_in(state, table, self.wall())
+        waiting = waiting_in(state, table, self.wall(), self._gated.pods())
         uids = {pod_uid(p) for workloads in waiting.values() for w in workloads for p in w.pods}
         self._shown = {uid: m for uid, m in self._shown.items() if uid in uids}
         for name, workloads in sorted(waiting.items()):

@@ -22,6 +22,7 @@ from quota.settings import Settings
 from quota.status import cluster_queue_status, local_queue_status
 from quota.usage import Usage
 from quota.waiting import Waiting, waiting_in
+from webhook.gatedpods import GatedPods
 from webhook.kube.client import ApiError, KubeClient, TransportError
 from webhook.kube.periodic import Periodic
 from webhook.kube.resources import QUOTA_GROUP, QUOTA_VERSION, ResourceType
@@ -62,6 +63,7 @@ class QueueStatusWriter:
         self.client, self.backend, self.ledger = client, backend, ledger
         self.settings, self.clock = settings, clock
         self._cache = DerivedCache()  # the queue table, until a queue object changes
+        self._gated = GatedPods(backend.state)
         self._writer = Periodic("queue-status", interval, self.sync, lambda: backend.ready()[0])
 
     def start(self) -> None:
@@ -77,7 +79,7 @@ class QueueStatusWriter:
         usage = self.ledger.usage()
         seconds = self.clock()
         now = _rfc3339(seconds)
-        waiting = waiting_in(state, table, seconds)
+        waiting = waiting_in(state, table, seconds, self._gated.pods())
         written = 0
         for queue in state.list("ClusterQueue"):
             name = str((queue.get("metadata") or {}).get("name"))
