@@ -31,10 +31,18 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from quota.cluster import Obj
-from quota.decision import Decision, Placer, Prepared, conclude, conclude_job, prepare
+from quota.decision import (
+    Decision,
+    Placer,
+    Prepared,
+    conclude,
+    conclude_job,
+    node_selector_of,
+    prepare,
+)
 from quota.derived import DerivedCache
 from quota.livepods import pod_key, pod_uid
-from quota.queues import queue_table
+from quota.queues import QueueTable, queue_table
 from quota.settings import Settings
 from quota.waiting import Waiting, admit_in_order, waiting_in
 from webhook.backend import Backend, Ledger
@@ -139,6 +147,7 @@ class QueueController:
         uids = {pod_uid(p) for workloads in waiting.values() for w in workloads for p in w.pods}
         self._shown = {uid: m for uid, m in self._shown.items() if uid in uids}
         for name, workloads in sorted(waiting.items()):
+            workloads = [w for w in workloads if not self._release_recorded(w, table, done)]
             messages = admit_in_order(table.queues[name], workloads, lambda w: self._admit(w, done))
             done.waiting.update(messages)
             for workload in workloads:
@@ -146,6 +155,23 @@ class QueueController:
                     self._show(workload, messages[workload.key])
         self.passes += 1
         return done
+
+    def _release_recorded(self, workload: Waiting, table: QueueTable, done: QueuePass) -> bool:
+        """A workload whose every gated pod (or whose Job) already has its record was admitted
+        by an earlier pass that did not finish (a crash, a conflict, a group partly ungated):
+        ungate or start it again, outside the queue's order. True when that was the case."""
+        records = [self.ledger.record(pod_uid(obj)) for obj in workload.pods]
+        if not records or any(r is None for r in records):
+            return False
+        message = f"admitted by ClusterQueue {workload.cluster_queue}"
+        for obj, record in zip(workload.pods, records, strict=True):
+            assert record is not None
+            selector = node_selector_of(table, record)
+            write = self.writer.start if workload.kind == "Job" else self.writer.admit
+            if write(obj, selector, message):
+                done.admitted.append(workload.key if workload.kind == "Job" else pod_key(obj))
+                self._shown.pop(pod_uid(obj), None)
+        return True
 
     def _admit(self, workload: Waiting, done: QueuePass) -> str:
         """Record every pod of the workload, or none; then ungate them. "" or why it waits."""
@@ -159,13 +185,14 @@ class QueueController:
                     self.ledger.release([pod_uid(p) for p, _ in recorded])
                 return decision.shortfall or decision.message
             recorded.append((pod, decision))
-        for pod, decision in recorded:
-            message = f"admitted by ClusterQueue {workload.cluster_queue}"
-            if self.writer.admit(pod, decision.node_selector, message):
-                done.admitted.append(pod_key(pod))
-                self._shown.pop(pod_uid(pod), None)
-        log.info("admitted %s to ClusterQueue %s", workload.subject, workload.cluster_queue)
-        self._observe(workload)
+        message = f"admitted by ClusterQueue {workload.cluster_queue}"
+        ungated = [p for p, d in recorded if self.writer.admit(p, d.node_selector, message)]
+        for pod in ungated:
+            done.admitted.append(pod_key(pod))
+            self._shown.pop(pod_uid(pod), None)
+        if len(ungated) == len(recorded):  # else the next pass ungates the rest, and counts
+            log.info("admitted %s to ClusterQueue %s", workload.subject, workload.cluster_queue)
+            self._observe(workload)
         return ""
 
     def _admit_job(self, workload: Waiting, done: QueuePass) -> str:

@@ -401,3 +401,17 @@ def test_a_jobs_priority_is_its_templates_priority_class() -> None:
     assert started(cluster) == ["urgent"]
     assert writer.waiting["pod"].endswith("position 1 of 2 in ClusterQueue team-a")
     assert writer.waiting["older"].endswith("position 2 of 2 in ClusterQueue team-a")
+
+
+def test_a_group_ungated_in_part_is_finished_by_the_next_pass() -> None:
+    cluster = queueing_cluster(gpus=3)
+    submit(cluster, *group("trio", 3, 3))
+    queue, writer = controller(cluster)
+    ungate = writer.admit
+    writer.admit = lambda pod, *rest: pod["metadata"]["name"] != "trio-2" and ungate(pod, *rest)  # type: ignore[method-assign]
+    queue.run_once()
+    assert running(cluster) == ["trio-0", "trio-1"]  # the last update did not land
+    writer.admit = ungate  # type: ignore[method-assign]
+    queue.run_once()
+    assert running(cluster) == ["trio-0", "trio-1", "trio-2"]
+    assert used(cluster) == 3
