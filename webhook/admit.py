@@ -140,8 +140,16 @@ class Admission:
         ready, why = self.backend.ready()
         if not ready:
             return _deny(403, "NotReady", f"draquota cannot decide now: {why}"), None
-        if req.kind == "Job" and req.operation == "UPDATE" and not mutating and _resumed(req):
-            return self._resume(req, obj), None
+        if req.kind == "Job" and req.operation == "UPDATE" and not mutating:
+            if _resumed(req):
+                return self._resume(req, obj), None
+            if _grown(req) and self.ledger.record(pod_uid(obj)) is not None:
+                return _deny(
+                    403,
+                    "QuotaExceeded",
+                    f"{req.ref}: spec.parallelism: a Job its ClusterQueue admitted as a whole "
+                    "cannot run more pods at once than it was admitted for; create a new Job",
+                ), None
         if req.kind == "Pod" and (covering := self._covering_job(obj)) is not None:
             return self._covered_pod(req, obj, covering, mutating), None
         if mutating:
@@ -491,6 +499,14 @@ def _missing_labels(pod: Mapping[str, Any], wanted: Mapping[str, str]) -> str:
 def _suspended(job: Mapping[str, Any]) -> bool:
     spec = job.get("spec")
     return isinstance(spec, Mapping) and spec.get("suspend") is True
+
+
+def _grown(req: AdmissionRequest) -> bool:
+    """The update makes the Job run more pods at once."""
+    try:
+        return as_workload(req.object or {}).pods > as_workload(req.old_object or {}).pods
+    except DraquotaError:
+        return False
 
 
 def _resumed(req: AdmissionRequest) -> bool:

@@ -129,3 +129,21 @@ def test_a_pod_cannot_be_made_an_admitted_jobs_pod_by_an_update() -> None:
     answer = cluster.update(adopted)
     assert not answer["allowed"]
     assert answer["status"]["reason"] == "NotJobController"
+
+
+def test_an_admitted_job_cannot_grow_its_parallelism() -> None:
+    cluster = queueing_cluster(gpus=4)
+    submit_jobs(cluster, gpu_job("small", 1, parallelism=1))
+    queue, _ = job_controller(cluster)
+    queue.run_once()
+    grown = copy.deepcopy(job_state(cluster, "small"))
+    grown["spec"]["parallelism"] = grown["spec"]["completions"] = 4
+    answer = cluster.update(grown)
+    assert not answer["allowed"]
+    assert (
+        "spec.parallelism: a Job its ClusterQueue admitted as a whole cannot run more"
+        in (answer["status"]["message"])
+    )
+    shrunk = copy.deepcopy(job_state(cluster, "small"))
+    shrunk["spec"]["parallelism"] = 0  # scaling down is fine: the record keeps the larger charge
+    assert cluster.update(shrunk)["allowed"]
