@@ -45,6 +45,7 @@ __all__ = [
     "NAMESPACE_KINDS",
     "ChargeCache",
     "PodUsage",
+    "job_holder",
 ]
 
 log = logging.getLogger("draquota.usage")
@@ -152,7 +153,7 @@ class PodUsage:
         """A cached pod (or Job) with this UID holds quota now (its record counts with it)."""
         key = self._uids.get(uid)
         if key is None and uid in self._job_uids:
-            key = _job_holder(self._job_uids[uid])
+            key = job_holder(self._job_uids[uid])
         return key is not None and self.usage.charge_of(key) is not None
 
     def gone(self, uid: str) -> bool:
@@ -423,7 +424,7 @@ class PodUsage:
             self._job_uids.pop(old_uid, None)
             self._left(old_uid)
             self._recharge_owned(old_uid)
-        self.usage.remove(_job_holder(key))
+        self.usage.remove(job_holder(key))
         if job is None:
             return
         self._jobs[key] = job
@@ -437,9 +438,9 @@ class PodUsage:
         job = self._jobs[key]
         uid = pod_uid(job)
         record = self._records.get(uid) if uid else None
-        self.usage.remove(_job_holder(key))
+        self.usage.remove(job_holder(key))
         if record is not None and is_live_job(job):
-            self.usage.add(_job_holder(key), record)
+            self.usage.add(job_holder(key), record)
             self.unreserve(uid)
         elif record is not None:
             self._departed.append(uid)
@@ -468,6 +469,7 @@ class PodUsage:
             del self._gone[uid]
 
 
-def _job_holder(key: str) -> str:
-    """The usage holder of a Job admitted as a whole (no pod key contains `:`)."""
+def job_holder(key: str) -> str:
+    """The usage holder of the Job `ns/name` admitted as a whole (no pod key contains `:`,
+    so a pod named like the Job is never mistaken for it)."""
     return f"Job:{key}"

@@ -48,6 +48,7 @@ from quota.waiting import Waiting, admit_in_order, waiting_in
 from webhook.backend import Backend, Ledger
 from webhook.gatedpods import GatedPods
 from webhook.metrics import Metrics
+from webhook.podusage import job_holder
 
 __all__ = ["PodWriter", "QueueController", "QueuePass"]
 
@@ -203,7 +204,7 @@ class QueueController:
             pod_uid(job),
             lambda usage: conclude_job(prepared, usage),
             False,
-            workload.key,
+            job_holder(workload.key),  # its holder: a pod of the Job's name is another holder
             existing=True,  # the Job is cached: its record counts with it, never on its own
         )
         if not decision.allowed or decision.charge is None:

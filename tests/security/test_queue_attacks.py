@@ -15,6 +15,7 @@ from tests.webhook.test_queueing import (
     job_controller,
     job_state,
     queueing_cluster,
+    started,
     submit,
     submit_jobs,
 )
@@ -147,3 +148,14 @@ def test_an_admitted_job_cannot_grow_its_parallelism() -> None:
     shrunk = copy.deepcopy(job_state(cluster, "small"))
     shrunk["spec"]["parallelism"] = 0  # scaling down is fine: the record keeps the larger charge
     assert cluster.update(shrunk)["allowed"]
+
+
+def test_a_pod_named_like_a_job_is_not_left_out_of_the_usage_the_job_is_decided_on() -> None:
+    cluster = queueing_cluster(gpus=4)
+    submit(cluster, gpus("train", 2))  # a pod named like the Job below
+    queue, _ = job_controller(cluster)
+    queue.run_once()
+    submit_jobs(cluster, gpu_job("train", 2, parallelism=2))  # needs 4, only 2 are free
+    queue.run_once()
+    assert started(cluster) == []
+    assert cluster.usage(QUEUE, FLAVOR, "gpu") == 2
