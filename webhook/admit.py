@@ -19,15 +19,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge
+from quota.charging import node_selector_of
 from quota.claims import claim_references
 from quota.cluster import ClusterState, meta_of
-from quota.decision import Decision, Placer, conclude, node_selector_of, prepare, recheck_pod
+from quota.decision import conclude, prepare
 from quota.derived import DerivedCache
 from quota.errors import DraquotaError
+from quota.flavorfilter import Placer
 from quota.livepods import is_live_pod, job_owner, pod_key, pod_uid
 from quota.queues import queue_table
+from quota.recharge import recheck_pod
 from quota.settings import Settings
 from quota.usage import Usage
+from quota.verdict import Decision
 from quota.waiting import ADMISSION_GATE, is_gated
 from quota.workloads import WORKLOAD_KINDS, as_workload
 from webhook.admission import AdmissionRequest, Outcome

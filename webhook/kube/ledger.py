@@ -32,9 +32,9 @@ from typing import Any, Protocol
 
 from quota.charge import Charge
 from quota.cluster import ClusterState
-from quota.decision import Decision
 from quota.settings import Settings
 from quota.usage import Usage
+from quota.verdict import Decision
 from webhook.backend import SyncedUsage, valid_reservation_id
 from webhook.kube.client import ApiError, KubeClient, TransportError
 from webhook.kube.periodic import Periodic
