@@ -12,7 +12,8 @@ from quota.assignment import Assignment
 from quota.charge import Charge
 from quota.demand import PodDemand
 from quota.quantity import sat_add
-from quota.queues import ClusterQueue, QueueTable
+from quota.queues import ClusterQueue
+from quota.queuetable import QueueTable
 from quota.routing import Route
 
 __all__ = [

@@ -24,7 +24,7 @@ from quota.demand import PodDemand, pod_demand
 from quota.derived import DerivedCache
 from quota.errors import DraquotaError
 from quota.flavorfilter import Placer, make_flavor_filter
-from quota.queues import QueueTable, queue_table
+from quota.queuetable import QueueTable, queue_table
 from quota.routing import Route, route_of, subject_of
 from quota.settings import Settings
 from quota.usage import Usage

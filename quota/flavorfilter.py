@@ -9,7 +9,8 @@ from typing import Protocol
 
 from quota.assignment import FlavorFilter, PreferringFilter, flavor_matches_pod
 from quota.claims import PodClaim
-from quota.queues import ClusterQueue, QueueTable
+from quota.queues import ClusterQueue
+from quota.queuetable import QueueTable
 from quota.settings import Settings
 from quota.workloads import Workload
 

@@ -13,7 +13,8 @@ from quota.demand import pod_demand
 from quota.derived import DerivedCache
 from quota.errors import DraquotaError
 from quota.flavorfilter import make_flavor_filter
-from quota.queues import ClusterQueue, LocalQueue, QueueTable, queue_table
+from quota.queues import ClusterQueue, LocalQueue
+from quota.queuetable import QueueTable, queue_table
 from quota.routing import DEFAULT_LOCAL_QUEUE, Route, queue_label, subject_of
 from quota.settings import Settings
 from quota.usage import Usage

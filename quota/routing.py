@@ -9,14 +9,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from quota.charge import QUEUE_LABEL
-from quota.cluster import ClusterState
-from quota.queues import ClusterQueue, LocalQueue, QueueTable, namespace_selected
+from quota.cluster import ClusterState, Obj
+from quota.queues import ClusterQueue, LocalQueue
+from quota.queuetable import QueueTable
+from quota.selectors import requirement_matches
 from quota.verdict import Decision, deny
 from quota.workloads import Workload
 
 __all__ = [
     "DEFAULT_LOCAL_QUEUE",
     "Route",
+    "namespace_selected",
     "queue_label",
     "route_of",
     "subject_of",
@@ -62,6 +65,19 @@ def queue_label(workload: Workload) -> str:
     labels = (workload.pod.get("metadata") or {}).get("labels") or {}
     value = labels.get(QUEUE_LABEL) if isinstance(labels, Mapping) else None
     return value if isinstance(value, str) else ""
+
+
+def namespace_selected(queue: ClusterQueue, namespace: Obj | None, name: str) -> bool:
+    """Whether the queue's namespaceSelector selects the namespace (null selects none)."""
+    selector = queue.namespace_selector
+    if selector is None:
+        return False
+    labels = dict(((namespace or {}).get("metadata") or {}).get("labels") or {})
+    labels.setdefault("kubernetes.io/metadata.name", name)
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    return all(requirement_matches(e, labels) for e in selector.get("matchExpressions") or ())
 
 
 def route_of(workload: Workload, state: ClusterState, table: QueueTable) -> Route | Decision | None:

@@ -27,7 +27,7 @@ from quota.derived import DerivedCache
 from quota.errors import DraquotaError
 from quota.flavorfilter import Placer
 from quota.livepods import is_live_pod, job_owner, pod_key, pod_uid
-from quota.queues import queue_table
+from quota.queuetable import queue_table
 from quota.recharge import recheck_pod
 from quota.settings import Settings
 from quota.usage import Usage

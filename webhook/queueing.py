@@ -35,7 +35,7 @@ from quota.decision import Prepared, conclude, conclude_job, prepare
 from quota.derived import DerivedCache
 from quota.flavorfilter import Placer
 from quota.livepods import pod_key, pod_uid
-from quota.queues import queue_table
+from quota.queuetable import queue_table
 from quota.settings import Settings
 from quota.verdict import Decision
 from quota.waiting import Waiting, admit_in_order, waiting_in

@@ -32,13 +32,8 @@ from quota.flavorfilter import Placer
 from quota.livepods import usage_from_pods
 from quota.messages import format_amounts
 from quota.placement import make_placer
-from quota.queues import (
-    STRICT_FIFO,
-    LocalQueue,
-    QueueTable,
-    parse_resource_flavor,
-    queue_table,
-)
+from quota.queues import STRICT_FIFO, LocalQueue, parse_resource_flavor
+from quota.queuetable import QueueTable, queue_table
 from quota.settings import Settings
 from quota.usage import Usage
 from quota.verdict import Decision
