@@ -18,7 +18,7 @@ from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge, FlavorResource
 from quota.claims import PodClaim, claim_spec_of, expand_pod_claims
 from quota.claimspec import ClaimSpec, parse_claim_spec
 from quota.cluster import ClusterState
-from quota.decision import Decision, decide
+from quota.decision import decide
 from quota.demand import PodDemand, pod_demand
 from quota.devices import claim_devices
 from quota.errors import DraquotaError, InvalidObject, InvalidQuantity, NotFound
@@ -26,6 +26,7 @@ from quota.livepods import usage_from_pods
 from quota.placement import Placement, make_placer, place_claims
 from quota.settings import Settings
 from quota.usage import Usage
+from quota.verdict import Decision
 from quota.workloads import Workload, as_workload
 
 __all__ = [

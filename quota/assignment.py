@@ -28,7 +28,8 @@ from typing import Any
 from quota.charge import FlavorResource
 from quota.messages import format_amount
 from quota.quantity import sat_add, sat_mul
-from quota.queues import TRY_NEXT_FLAVOR, ClusterQueue, QueueTable, ResourceGroup
+from quota.queues import TRY_NEXT_FLAVOR, ClusterQueue, ResourceGroup
+from quota.queuetable import QueueTable
 from quota.selectors import requirement_matches
 
 __all__ = [

@@ -27,9 +27,9 @@ from typing import Any
 
 from quota.charge import Charge, at_least
 from quota.cluster import ClusterState, Obj
-from quota.decision import recompute_charge
 from quota.derived import DerivedCache
 from quota.errors import DraquotaError
+from quota.recharge import recompute_charge
 from quota.settings import Settings
 from quota.usage import Usage
 

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from quota.charge import FlavorResource
-from quota.queues import QueueTable, queue_condition
+from quota.queuetable import QueueTable
 
-__all__ = ["cluster_queue_status", "local_queue_status"]
+__all__ = ["cluster_queue_status", "local_queue_status", "queue_condition"]
 
 
 def _quantity(resource: str, amount: int) -> int | str:
@@ -73,3 +73,26 @@ def local_queue_status(admitted: int, pending: int | None) -> dict[str, Any]:
     if pending is not None:
         status["pendingWorkloads"] = pending
     return status
+
+
+def queue_condition(table: QueueTable, name: str) -> dict[str, str]:
+    """The `Active` status condition of a ClusterQueue (the shell adds lastTransitionTime).
+
+    Reported for admins the way Kueue does: `True`/`Ready`, or `False` with the
+    problems that make the queue admit nothing.
+    """
+    if name in table.invalid:
+        return {
+            "type": "Active",
+            "status": "False",
+            "reason": "InvalidSpec",
+            "message": f"ClusterQueue {name} admits nothing: {table.invalid[name]}",
+        }
+    if name not in table.queues:
+        return {"type": "Active", "status": "Unknown", "reason": "NotFound", "message": ""}
+    return {
+        "type": "Active",
+        "status": "True",
+        "reason": "Ready",
+        "message": "can admit pods",
+    }

@@ -23,7 +23,8 @@ from typing import Any
 from quota.charge import QUEUE_LABEL
 from quota.cluster import ClusterState, Obj
 from quota.livepods import ADMISSION_GATE, is_gated, is_live_job, is_live_pod
-from quota.queues import STRICT_FIFO, ClusterQueue, QueueTable
+from quota.queues import STRICT_FIFO, ClusterQueue
+from quota.queuetable import QueueTable
 
 __all__ = [
     "ADMISSION_GATE",

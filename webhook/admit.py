@@ -15,20 +15,23 @@ import dataclasses
 import hashlib
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge
+from quota.charging import node_selector_of
 from quota.claims import claim_references
-from quota.cluster import ClusterState, meta_of
-from quota.decision import Decision, Placer, conclude, node_selector_of, prepare, recheck_pod
+from quota.cluster import ClusterState
+from quota.decision import conclude, prepare
 from quota.derived import DerivedCache
 from quota.errors import DraquotaError
+from quota.flavorfilter import Placer
 from quota.livepods import is_live_pod, job_owner, pod_key, pod_uid
-from quota.queues import queue_table
+from quota.queuetable import queue_table
+from quota.recharge import recheck_pod
 from quota.settings import Settings
 from quota.usage import Usage
-from quota.waiting import ADMISSION_GATE, is_gated
+from quota.verdict import Decision
+from quota.waiting import ADMISSION_GATE
 from quota.workloads import WORKLOAD_KINDS, as_workload
 from webhook.admission import AdmissionRequest, Outcome
 from webhook.backend import Backend, Ledger, valid_reservation_id
@@ -39,6 +42,9 @@ from webhook.mutation import (
     suspend_patch,
     workload_patch,
 )
+from webhook.overlay import WithObject
+from webhook.stamp import missing_labels, queue_label_and_charge, stamp_mismatch, stamp_of
+from webhook.updates import grown, resources_of, resumed, suspended, ungated
 
 __all__ = ["JOB_CONTROLLERS", "Admission"]
 
@@ -47,18 +53,6 @@ __all__ = ["JOB_CONTROLLERS", "Admission"]
 JOB_CONTROLLERS = frozenset(
     {"system:serviceaccount:kube-system:job-controller", "system:kube-controller-manager"}
 )
-
-
-def _labels_and_annotations(obj: Mapping[str, Any] | None) -> tuple[Any, Any]:
-    metadata = (obj or {}).get("metadata")
-    if not isinstance(metadata, Mapping):
-        return None, None
-    labels = metadata.get("labels")
-    annotations = metadata.get("annotations")
-    return (
-        labels.get(QUEUE_LABEL) if isinstance(labels, Mapping) else None,
-        annotations.get(CHARGE_ANNOTATION) if isinstance(annotations, Mapping) else None,
-    )
 
 
 # What the API server sets itself on create: a pod's request never exempts it through these.
@@ -76,16 +70,6 @@ def _as_created(obj: dict[str, Any], namespace: str) -> dict[str, Any]:
     if namespace and not metadata.get("namespace"):
         metadata["namespace"] = namespace
     return {**{k: v for k, v in obj.items() if k != "status"}, "metadata": metadata}
-
-
-def _resources(pod: Mapping[str, Any] | None) -> list[Any]:
-    spec = (pod or {}).get("spec")
-    if not isinstance(spec, Mapping):
-        return []
-    return [
-        [c.get("resources") for c in spec.get(group) or () if isinstance(c, Mapping)]
-        for group in ("containers", "initContainers")
-    ] + [spec.get("overhead")]
 
 
 def _deny(code: int, reason: str, message: str, warnings: tuple[str, ...] = ()) -> Outcome:
@@ -141,9 +125,9 @@ class Admission:
         if not ready:
             return _deny(403, "NotReady", f"draquota cannot decide now: {why}"), None
         if req.kind == "Job" and req.operation == "UPDATE" and not mutating:
-            if _resumed(req):
+            if resumed(req):
                 return self._resume(req, obj), None
-            if _grown(req) and self.ledger.record(pod_uid(obj)) is not None:
+            if grown(req) and self.ledger.record(pod_uid(obj)) is not None:
                 return _deny(
                     403,
                     "QuotaExceeded",
@@ -156,7 +140,7 @@ class Admission:
             return self._mutate(req, obj)
         if req.kind != "Pod":
             decision = self._decide(obj, req, "", dry_run=True)
-            if decision.queued and not _suspended(obj):
+            if decision.queued and not suspended(obj):
                 return _deny(
                     403,
                     "ChargeMismatch",
@@ -188,7 +172,7 @@ class Admission:
         wanted = node_selector_of(table, job)
         if mutating:
             return Outcome(True, patch=tuple(covered_pod_patch(pod, wanted)))
-        if missing := _missing_labels(pod, wanted):
+        if missing := missing_labels(pod, wanted):
             return _deny(
                 403,
                 "ChargeMismatch",
@@ -238,10 +222,10 @@ class Admission:
                 "; delete it first, or wait until its deletion is complete"
             )
             return _deny(409, "AlreadyExists", message), None
-        stamp = _stamp(req, pod)
+        stamp = stamp_of(req, pod)
 
         def checked(decision: Decision) -> Decision:
-            mismatch = _stamp_mismatch(req, pod, stamp, decision)
+            mismatch = stamp_mismatch(req, pod, stamp, decision)
             if not mismatch:
                 return decision
             return dataclasses.replace(
@@ -303,8 +287,8 @@ class Admission:
     def _pod_update(self, req: AdmissionRequest, mutating: bool) -> tuple[Outcome, None]:
         """A pod keeps its charge: its queue label and charge record cannot change, and new
         resources are checked like a resize."""
-        new_label, new_charge = _labels_and_annotations(req.object)
-        old_label, old_charge = _labels_and_annotations(req.old_object)
+        new_label, new_charge = queue_label_and_charge(req.object)
+        old_label, old_charge = queue_label_and_charge(req.old_object)
         if new_label != old_label:
             return _deny(
                 403,
@@ -318,7 +302,7 @@ class Admission:
                 f"{req.ref}: metadata.annotations[{CHARGE_ANNOTATION}]: is set by draquota at "
                 "creation and cannot be changed",
             ), None
-        if not mutating and _ungated(req):
+        if not mutating and ungated(req):
             return self._ungate(req), None
         if not mutating and self._adopted_without_right(req):
             return _deny(
@@ -327,7 +311,7 @@ class Admission:
                 f"{req.ref}: metadata.ownerReferences: only the Job controller makes a pod "
                 "one of a Job its ClusterQueue admitted as a whole",
             ), None
-        if not mutating and _resources(req.object) != _resources(req.old_object):
+        if not mutating and resources_of(req.object) != resources_of(req.old_object):
             outcome, _ = self._recheck(req, req.object, self.backend.state)
             return outcome, None
         return Outcome(True), None
@@ -354,7 +338,7 @@ class Admission:
             )
         table = queue_table(self.backend.state, self.settings, cache=self.cache)
         wanted = node_selector_of(table, recorded)
-        if missing := _missing_labels(pod, wanted):
+        if missing := missing_labels(pod, wanted):
             return _deny(
                 403,
                 "ChargeMismatch",
@@ -402,133 +386,13 @@ class Admission:
             return Outcome(True), None
         created = {**claim, "kind": "ResourceClaim"}
         created["metadata"] = {**(metadata or {}), "name": name, "namespace": namespace}
-        state = _WithObject(self.backend.state, created)
+        state = WithObject(self.backend.state, created)
         decision: Decision | None = None
         for pod in users:
             outcome, decision = self._recheck(req, pod, state)
             if not outcome.allowed:
                 return outcome, decision
         return Outcome(True), decision
-
-
-class _WithObject(ClusterState):
-    """A read-only view of a cluster state with one object added or replaced."""
-
-    def __init__(self, base: ClusterState, obj: Mapping[str, Any]) -> None:
-        super().__init__()
-        self._base = base
-        self._extra = meta_of(obj)
-        self._obj = obj
-
-    def get(self, kind: str, namespace: str | None, name: str) -> Mapping[str, Any] | None:
-        if (kind, namespace, name) == self._extra:
-            return self._obj
-        return self._base.get(kind, namespace, name)
-
-    def list(self, kind: str, namespace: str | None = None) -> list[Mapping[str, Any]]:
-        return self._base.list(kind, namespace)
-
-    def revision(self, *kinds: str) -> tuple[int, ...]:
-        return self._base.revision(*kinds)
-
-
-@dataclass(frozen=True)
-class _Stamp:
-    """A charge annotation found on a pod under validation (charge None: unparseable)."""
-
-    charge: Charge | None
-
-
-def _stamp(req: AdmissionRequest, obj: Mapping[str, Any]) -> _Stamp | None:
-    _, annotation = _labels_and_annotations(obj)
-    if annotation is None:
-        return None
-    try:
-        return _Stamp(Charge.from_annotation(annotation, req.ref))
-    except (DraquotaError, TypeError, RecursionError):
-        return _Stamp(None)
-
-
-def _stamp_mismatch(
-    req: AdmissionRequest, pod: Mapping[str, Any], stamp: _Stamp | None, decision: Decision
-) -> str:
-    """Why a pod does not carry what /mutate stamps for this decision ("" when it does)."""
-    if decision.queued and not is_gated(pod):
-        return (
-            f"{req.ref}: spec.schedulingGates: must include {ADMISSION_GATE} (ClusterQueue "
-            "queues pods): the pod did not pass draquota's mutating webhook; submit it again"
-        )
-    if decision.charge is None:
-        return ""
-    if stamp is None:
-        return (
-            f"{req.ref}: metadata.annotations[{CHARGE_ANNOTATION}]: missing: the pod did not pass "
-            "draquota's mutating webhook; submit it again"
-        )
-    recorded = stamp.charge
-    same = recorded is not None and recorded == dataclasses.replace(
-        decision.charge, reservation=recorded.reservation
-    )
-    if not same:
-        return (
-            f"{req.ref}: metadata.annotations[{CHARGE_ANNOTATION}]: does not match the charge "
-            "draquota computes now (the quota changed during admission, or the annotation was "
-            "edited): submit the pod again"
-        )
-    spec = pod.get("spec")
-    selector = spec.get("nodeSelector") if isinstance(spec, Mapping) else None
-    selector = selector if isinstance(selector, Mapping) else {}
-    missing = {k: v for k, v in decision.node_selector.items() if selector.get(k) != v}
-    if missing:
-        labels = ",".join(f"{k}={v}" for k, v in sorted(missing.items()))
-        return (
-            f"{req.ref}: spec.nodeSelector: must select the nodes of the flavor it is charged to "
-            f"({labels}); submit it again"
-        )
-    return ""
-
-
-def _missing_labels(pod: Mapping[str, Any], wanted: Mapping[str, str]) -> str:
-    """The node labels of `wanted` the pod's nodeSelector lacks, as `k=v,...` ("" if none)."""
-    spec = pod.get("spec")
-    selector = spec.get("nodeSelector") if isinstance(spec, Mapping) else None
-    selector = selector if isinstance(selector, Mapping) else {}
-    return ",".join(f"{k}={v}" for k, v in sorted(wanted.items()) if selector.get(k) != v)
-
-
-def _suspended(job: Mapping[str, Any]) -> bool:
-    spec = job.get("spec")
-    return isinstance(spec, Mapping) and spec.get("suspend") is True
-
-
-def _grown(req: AdmissionRequest) -> bool:
-    """The update makes the Job run more pods at once."""
-    try:
-        return as_workload(req.object or {}).pods > as_workload(req.old_object or {}).pods
-    except DraquotaError:
-        return False
-
-
-def _resumed(req: AdmissionRequest) -> bool:
-    """The update unsuspends the Job."""
-    old, new = req.old_object, req.object
-    return (
-        isinstance(old, Mapping)
-        and isinstance(new, Mapping)
-        and _suspended(old)
-        and not _suspended(new)
-    )
-
-
-def _ungated(req: AdmissionRequest) -> bool:
-    """The update removes draquota's scheduling gate."""
-    old, new = req.old_object, req.object
-    return (
-        isinstance(old, Mapping)
-        and isinstance(new, Mapping)
-        and is_gated(old)
-        and not is_gated(new)
-    )
 
 
 def _digest_id(text: str) -> str:

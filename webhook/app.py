@@ -18,8 +18,9 @@ from fastapi import FastAPI, Request, Response
 
 from quota.claims import PodClaim
 from quota.cluster import ClusterState
-from quota.decision import Decision, PlacementLike, Placer
+from quota.flavorfilter import PlacementLike, Placer
 from quota.settings import Settings
+from quota.verdict import Decision
 from webhook.admission import AdmissionRequest, BadReview, Outcome, parse_review, review_response
 from webhook.admit import Admission
 from webhook.backend import Backend, Ledger

@@ -21,10 +21,10 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from quota.charge import Charge
 from quota.cluster import ClusterState, Obj
-from quota.decision import Decision
 from quota.errors import DraquotaError
 from quota.settings import Settings
 from quota.usage import Usage
+from quota.verdict import Decision
 from webhook.podusage import PodUsage
 from webhook.state import MANIFEST_SUFFIXES, load_state
 

@@ -24,7 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import generate_latest
 
 from quota.derived import DerivedCache
-from quota.queues import queue_table
+from quota.queuetable import queue_table
 from quota.settings import Settings
 from quota.waiting import waiting_in
 from webhook.gatedpods import GatedPods

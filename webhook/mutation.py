@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge
-from quota.decision import Decision
 from quota.errors import InvalidObject
+from quota.verdict import Decision
 from quota.waiting import ADMISSION_GATE, is_gated
 from quota.workloads import WORKLOAD_KINDS
 from webhook.types import PatchOp

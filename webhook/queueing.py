@@ -30,20 +30,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from quota.charging import node_selector_of
 from quota.cluster import Obj
-from quota.decision import (
-    Decision,
-    Placer,
-    Prepared,
-    conclude,
-    conclude_job,
-    node_selector_of,
-    prepare,
-)
+from quota.decision import Prepared, conclude, conclude_job, prepare
 from quota.derived import DerivedCache
+from quota.flavorfilter import Placer
 from quota.livepods import pod_key, pod_uid
-from quota.queues import QueueTable, queue_table
+from quota.queuetable import QueueTable, queue_table
 from quota.settings import Settings
+from quota.verdict import Decision
 from quota.waiting import Waiting, admit_in_order, waiting_in
 from webhook.backend import Backend, Ledger
 from webhook.gatedpods import GatedPods

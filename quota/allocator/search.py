@@ -10,6 +10,9 @@ first complete solution wins; there is no scoring.
 Every tentative allocation returns an undo closure. Invariant: when a recursive
 call returns False, the shared state (in-flight devices, counters, constraints,
 results) is exactly what it was before the call.
+
+Longer than 400 lines because the search is one backtracking algorithm: its recursion,
+tentative allocations and their undo share one state and the invariant above.
 """
 
 from __future__ import annotations

@@ -15,10 +15,11 @@ import yaml
 from quota.charge import CHARGE_ANNOTATION, Charge
 from quota.claims import PodClaim
 from quota.cluster import ClusterState
-from quota.decision import Decision, decide
+from quota.decision import decide
 from quota.livepods import usage_from_pods
 from quota.settings import Settings
 from quota.usage import Usage
+from quota.verdict import Decision
 from tests.quota.queue_builders import scenario_objects, submission_object
 
 FIXTURES = Path(__file__).parent / "fixtures" / "queues"

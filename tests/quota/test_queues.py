@@ -17,16 +17,11 @@ from quota.cluster import ClusterState
 from quota.derived import DerivedCache
 from quota.errors import InvalidObject
 from quota.quantity import parse_quantity
-from quota.queues import (
-    QUEUE_KINDS,
-    namespace_selected,
-    parse_cluster_queue,
-    parse_local_queue,
-    parse_resource_flavor,
-    queue_condition,
-    queue_table,
-)
+from quota.queues import QUEUE_KINDS, parse_cluster_queue, parse_local_queue, parse_resource_flavor
+from quota.queuetable import queue_table
+from quota.routing import namespace_selected
 from quota.settings import Settings
+from quota.status import queue_condition
 from tests.quota.queue_builders import cluster_queue, scenario_objects
 
 BASE = cluster_queue(

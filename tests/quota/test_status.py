@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from quota.charge import FlavorResource
 from quota.cluster import ClusterState
-from quota.queues import queue_table
+from quota.queuetable import queue_table
 from quota.settings import Settings
 from quota.status import cluster_queue_status
 

@@ -17,8 +17,8 @@ from quota.queues import (
     parse_cluster_queue,
     parse_local_queue,
     parse_resource_flavor,
-    queue_table,
 )
+from quota.queuetable import queue_table
 from quota.settings import Settings
 from tests.quota.test_queues import _with
 

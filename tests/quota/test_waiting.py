@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from quota.cluster import ClusterState
-from quota.queues import queue_table
+from quota.queuetable import queue_table
 from quota.settings import Settings
 from quota.waiting import (
     ADMISSION_GATE,

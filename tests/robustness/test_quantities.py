@@ -8,11 +8,12 @@ import pytest
 
 from quota.charge import QUEUE_LABEL
 from quota.cluster import ClusterState
-from quota.decision import decide, recompute_charge
+from quota.decision import decide
 from quota.demand import pod_demand
 from quota.errors import InvalidQuantity
 from quota.podresources import pod_resources
 from quota.quantity import INT64_MAX
+from quota.recharge import recompute_charge
 from quota.settings import Settings
 from quota.usage import Usage
 from quota.workloads import as_workload

@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 
 from quota.charge import Charge, FlavorResource
 from quota.cluster import JOURNAL_LENGTH
-from quota.decision import Decision, decide
+from quota.decision import decide
 from quota.settings import Settings
 from quota.usage import Usage
+from quota.verdict import Decision
 from tests.webhook.builders import QUEUE, TEMPLATE, cluster_objects, cluster_state, pod
 from webhook import podusage as podusage_module
 from webhook.backend import MemoryLedger, StateDirBackend, valid_reservation_id

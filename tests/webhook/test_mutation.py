@@ -9,9 +9,10 @@ import jsonpatch
 import pytest
 
 from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge
-from quota.decision import Decision, decide
+from quota.decision import decide
 from quota.settings import Settings
 from quota.usage import Usage
+from quota.verdict import Decision
 from tests.webhook.builders import FLAVOR_LABELS, QUEUE, cluster_state, pod
 from webhook.mutation import escape_pointer, pod_patch
 

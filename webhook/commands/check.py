@@ -25,21 +25,18 @@ from pathlib import Path
 from typing import Any
 
 from quota.cluster import ClusterState
-from quota.decision import Decision, Placer, conclude, conclude_job, decide, prepare
+from quota.decision import conclude, conclude_job, decide, prepare
 from quota.derived import DerivedCache
 from quota.errors import InvalidObject
+from quota.flavorfilter import Placer
 from quota.livepods import usage_from_pods
 from quota.messages import format_amounts
 from quota.placement import make_placer
-from quota.queues import (
-    STRICT_FIFO,
-    LocalQueue,
-    QueueTable,
-    parse_resource_flavor,
-    queue_table,
-)
+from quota.queues import STRICT_FIFO, LocalQueue, parse_resource_flavor
+from quota.queuetable import QueueTable, queue_table
 from quota.settings import Settings
 from quota.usage import Usage
+from quota.verdict import Decision
 from quota.workloads import WORKLOAD_KINDS
 from webhook.cli import EXIT_BAD_INPUT
 from webhook.commands._cluster import live_snapshot

@@ -21,7 +21,8 @@ from quota.charge import FlavorResource
 from quota.cluster import ClusterState
 from quota.errors import InvalidObject
 from quota.messages import format_amount
-from quota.queues import ClusterQueue, QueueTable, parse_resource_flavor, queue_table
+from quota.queues import ClusterQueue, parse_resource_flavor
+from quota.queuetable import QueueTable, queue_table
 from quota.settings import Settings
 from quota.usage import Usage
 from webhook.commands._cluster import live_snapshot, memory_usage

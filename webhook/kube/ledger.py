@@ -17,6 +17,9 @@ Invariants that keep usage exact (see `webhook.kube.reservations` for the shards
   own monotonic clock, so a replica whose wall clock is wrong cannot make another
   replica's reservations expire early; the reconciler deletes a record only once
   the replica running it judged it expired.
+
+Longer than 400 lines because `ClusterLedger` is one object: admission, shard sync and
+reconciliation share its locks, its caches and the invariants above.
 """
 
 from __future__ import annotations
@@ -32,9 +35,9 @@ from typing import Any, Protocol
 
 from quota.charge import Charge
 from quota.cluster import ClusterState
-from quota.decision import Decision
 from quota.settings import Settings
 from quota.usage import Usage
+from quota.verdict import Decision
 from webhook.backend import SyncedUsage, valid_reservation_id
 from webhook.kube.client import ApiError, KubeClient, TransportError
 from webhook.kube.periodic import Periodic

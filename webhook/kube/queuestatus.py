@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from quota.cluster import ClusterState
 from quota.derived import DerivedCache
-from quota.queues import QueueTable, queue_table
+from quota.queuetable import QueueTable, queue_table
 from quota.settings import Settings
 from quota.status import cluster_queue_status, local_queue_status
 from quota.usage import Usage

@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 import pytest
 
 from quota.charge import FlavorResource
-from quota.decision import Decision, decide
+from quota.decision import decide
 from quota.settings import Settings
 from quota.usage import Usage
+from quota.verdict import Decision
 from tests.fakeapi import FakeApiServer
 from tests.webhook.kube.conftest import FAST
 from tests.webhook.kube.objects import NAMESPACE, QUEUE, cluster_objects, gpu_pod

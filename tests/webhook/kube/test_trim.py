@@ -11,7 +11,7 @@ import yaml
 
 from quota.claims import claim_references
 from quota.livepods import is_live_pod, live_pod_charge, pod_key, pod_uid, released_at
-from quota.queues import queue_table
+from quota.queuetable import queue_table
 from quota.settings import Settings
 from quota.waiting import ADMISSION_GATE, GROUP_LABEL, GROUP_TOTAL_ANNOTATION, waiting_workloads
 from quota.workloads import as_workload

@@ -1,0 +1,90 @@
+"""What /mutate stamps on a pod and /validate checks is there: the queue label, the charge
+annotation (for people to read; /validate decides again and compares), the nodeSelector of
+the flavors charged and, in a queueing ClusterQueue, draquota's scheduling gate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge
+from quota.errors import DraquotaError
+from quota.verdict import Decision
+from quota.waiting import ADMISSION_GATE, is_gated
+from webhook.admission import AdmissionRequest
+
+__all__ = ["Stamp", "missing_labels", "queue_label_and_charge", "stamp_mismatch", "stamp_of"]
+
+
+def queue_label_and_charge(obj: Mapping[str, Any] | None) -> tuple[Any, Any]:
+    metadata = (obj or {}).get("metadata")
+    if not isinstance(metadata, Mapping):
+        return None, None
+    labels = metadata.get("labels")
+    annotations = metadata.get("annotations")
+    return (
+        labels.get(QUEUE_LABEL) if isinstance(labels, Mapping) else None,
+        annotations.get(CHARGE_ANNOTATION) if isinstance(annotations, Mapping) else None,
+    )
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """A charge annotation found on a pod under validation (charge None: unparseable)."""
+
+    charge: Charge | None
+
+
+def stamp_of(req: AdmissionRequest, obj: Mapping[str, Any]) -> Stamp | None:
+    _, annotation = queue_label_and_charge(obj)
+    if annotation is None:
+        return None
+    try:
+        return Stamp(Charge.from_annotation(annotation, req.ref))
+    except (DraquotaError, TypeError, RecursionError):
+        return Stamp(None)
+
+
+def stamp_mismatch(
+    req: AdmissionRequest, pod: Mapping[str, Any], stamp: Stamp | None, decision: Decision
+) -> str:
+    """Why a pod does not carry what /mutate stamps for this decision ("" when it does)."""
+    if decision.queued and not is_gated(pod):
+        return (
+            f"{req.ref}: spec.schedulingGates: must include {ADMISSION_GATE} (ClusterQueue "
+            "queues pods): the pod did not pass draquota's mutating webhook; submit it again"
+        )
+    if decision.charge is None:
+        return ""
+    if stamp is None:
+        return (
+            f"{req.ref}: metadata.annotations[{CHARGE_ANNOTATION}]: missing: the pod did not pass "
+            "draquota's mutating webhook; submit it again"
+        )
+    recorded = stamp.charge
+    same = recorded is not None and recorded == dataclasses.replace(
+        decision.charge, reservation=recorded.reservation
+    )
+    if not same:
+        return (
+            f"{req.ref}: metadata.annotations[{CHARGE_ANNOTATION}]: does not match the charge "
+            "draquota computes now (the quota changed during admission, or the annotation was "
+            "edited): submit the pod again"
+        )
+    if labels := missing_labels(pod, decision.node_selector):
+        return (
+            f"{req.ref}: spec.nodeSelector: must select the nodes of the flavor it is charged to "
+            f"({labels}); submit it again"
+        )
+    return ""
+
+
+def missing_labels(pod: Mapping[str, Any], wanted: Mapping[str, str]) -> str:
+    """The node labels of `wanted` the pod's nodeSelector lacks, as `k=v,...` ("" if none)."""
+    spec = pod.get("spec")
+    selector = spec.get("nodeSelector") if isinstance(spec, Mapping) else None
+    selector = selector if isinstance(selector, Mapping) else {}
+    return ",".join(f"{k}={v}" for k, v in sorted(wanted.items()) if selector.get(k) != v)
