@@ -25,6 +25,7 @@ from quota.cluster import ClusterState, Obj
 from quota.livepods import ADMISSION_GATE, is_gated, is_live_job, is_live_pod
 from quota.queues import STRICT_FIFO, ClusterQueue
 from quota.queuetable import QueueTable
+from quota.routing import DEFAULT_LOCAL_QUEUE
 
 __all__ = [
     "ADMISSION_GATE",
@@ -40,7 +41,6 @@ __all__ = [
 
 GROUP_LABEL = "draquota.io/pod-group-name"
 GROUP_TOTAL_ANNOTATION = "draquota.io/pod-group-total-count"
-_DEFAULT_LOCAL_QUEUE = "default"
 _MAX_GROUP = 1024
 
 
@@ -91,7 +91,7 @@ def _queues(pod: Obj, table: QueueTable) -> tuple[str, ClusterQueue] | None:
     """The LocalQueue (`ns/name`) and the queueing ClusterQueue of a pod, if it has them."""
     metadata = _mapping(pod.get("metadata"))
     label = _mapping(metadata.get("labels")).get(QUEUE_LABEL)
-    name = label if isinstance(label, str) and label else _DEFAULT_LOCAL_QUEUE
+    name = label if isinstance(label, str) and label else DEFAULT_LOCAL_QUEUE
     local = table.local_queues.get(f"{metadata.get('namespace') or 'default'}/{name}")
     if local is None or isinstance(local, str):
         return None
