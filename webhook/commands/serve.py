@@ -133,6 +133,14 @@ def _live(args: argparse.Namespace, settings: Settings) -> tuple[Backend, Ledger
     return backend, ledger, client
 
 
+def _warm_up(backend: Backend, placer: Any) -> Any:
+    """The placement index, built before /readyz says ready."""
+    from webhook.kube.warmup import PlacementWarmUp
+
+    index = getattr(placer.placer, "index", None)
+    return PlacementWarmUp(backend, index if index is not None else lambda: None)
+
+
 def _queueing(
     client: Any, backend: Backend, ledger: Ledger, settings: Settings, placer: Any, metrics: Any
 ) -> Any:
@@ -224,6 +232,7 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_BAD_INPUT
         backend, ledger, client = live
         placer = _placer(backend)
+        backend.attach(_warm_up(backend, placer))  # type: ignore[attr-defined]
         queueing = _queueing(client, backend, ledger, settings, placer, metrics)
         backend.attach(queueing)  # type: ignore[attr-defined]
     app = create_app(
