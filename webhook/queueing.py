@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from quota.verdict import Decision
 from quota.waiting import Waiting, admit_in_order, waiting_in
 from webhook.backend import Backend, Ledger
 from webhook.gatedpods import GatedPods
+from webhook.kube.periodic import Periodic
 from webhook.metrics import Metrics
 from webhook.podusage import job_holder
 
@@ -97,7 +97,6 @@ class QueueController:
         self.placer = placer
         self.writer = writer
         self.leading = leading
-        self.interval = interval
         self.wall = wall
         self.metrics = metrics
         self.passes = 0
@@ -108,30 +107,19 @@ class QueueController:
         self._shown: dict[str, str] = {}  # uid -> the waiting message last written
         self._cache = DerivedCache()  # what the core derives from backend.state, between passes
         self._gated = GatedPods(backend.state)
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._passes = Periodic("queueing", interval, self._pass)
 
     def start(self) -> None:
-        if self._thread is None:
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._loop, name="queueing", daemon=True)
-            self._thread.start()
+        self._passes.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5)
-            self._thread = None
+        self._passes.stop()
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            if not self.leading() or not self.backend.ready()[0]:
-                self._shown.clear()  # a new leader writes every message once
-                continue
-            try:
-                self.run_once()
-            except Exception:  # one bad pass must not end the loop
-                log.exception("queueing pass failed")
+    def _pass(self) -> None:
+        if not self.leading() or not self.backend.ready()[0]:
+            self._shown.clear()  # a new leader writes every message once
+            return
+        self.run_once()
 
     def run_once(self) -> QueuePass:
         """Admit what fits, in order, in every queueing ClusterQueue."""
