@@ -72,6 +72,14 @@ def _strip_charge(metadata: Mapping[str, Any]) -> list[PatchOp]:
     return []
 
 
+def _queue_label(metadata: Mapping[str, Any], decision: Decision) -> list[PatchOp]:
+    """The queue label of a pod resolved through its namespace's `default` LocalQueue."""
+    if not decision.queue_name:
+        return []
+    labels = {QUEUE_LABEL: decision.queue_name}
+    return _set_entries(metadata.get("labels"), "/metadata/labels", labels, overwrite=False)
+
+
 def pod_patch(pod: Mapping[str, Any], decision: Decision) -> list[PatchOp]:
     """The operations that bring `pod` in line with an allowing decision (empty when it is)."""
     metadata = pod.get("metadata")
@@ -82,14 +90,7 @@ def pod_patch(pod: Mapping[str, Any], decision: Decision) -> list[PatchOp]:
         return _strip_charge(metadata)
     spec = pod.get("spec")
     spec = spec if isinstance(spec, Mapping) else {}
-    ops: list[PatchOp] = []
-    if decision.queue_name:
-        ops += _set_entries(
-            metadata.get("labels"),
-            "/metadata/labels",
-            {QUEUE_LABEL: decision.queue_name},
-            overwrite=False,
-        )
+    ops = _queue_label(metadata, decision)
     annotations = metadata.get("annotations")
     existing = annotations.get(CHARGE_ANNOTATION) if isinstance(annotations, Mapping) else None
     if not same_charge(existing if isinstance(existing, str) else None, decision.charge):
@@ -114,13 +115,7 @@ def queued_pod_patch(pod: Mapping[str, Any], decision: Decision) -> list[PatchOp
     metadata = pod.get("metadata")
     metadata = metadata if isinstance(metadata, Mapping) else {}
     ops = _strip_charge(metadata)
-    if decision.queue_name:
-        ops += _set_entries(
-            metadata.get("labels"),
-            "/metadata/labels",
-            {QUEUE_LABEL: decision.queue_name},
-            overwrite=False,
-        )
+    ops += _queue_label(metadata, decision)
     if is_gated(pod):
         return ops
     spec = pod.get("spec")
