@@ -168,18 +168,10 @@ class Admission:
                 f"{req.ref}: metadata.ownerReferences: the pods of a Job its ClusterQueue "
                 "admitted as a whole are created by the Job controller only",
             )
-        table = queue_table(self.backend.state, self.settings, cache=self.cache)
-        wanted = node_selector_of(table, job)
+        wanted = self._node_selector_of(job)
         if mutating:
             return Outcome(True, patch=tuple(covered_pod_patch(pod, wanted)))
-        if missing := missing_labels(pod, wanted):
-            return _deny(
-                403,
-                "ChargeMismatch",
-                f"{req.ref}: spec.nodeSelector: must select the nodes of the flavor its Job is "
-                f"charged to ({missing})",
-            )
-        return Outcome(True)
+        return _on_flavor_nodes(req, pod, wanted, "its Job is")
 
     def _resume(self, req: AdmissionRequest, job: Mapping[str, Any]) -> Outcome:
         """Only the queue unsuspends a Job of a queueing ClusterQueue, once it recorded it."""
@@ -336,16 +328,12 @@ class Admission:
                 f"{req.ref}: spec.schedulingGates: {ADMISSION_GATE} is removed by draquota when "
                 "the pod's ClusterQueue admits it; the pod is still waiting for quota",
             )
+        return _on_flavor_nodes(req, pod, self._node_selector_of(recorded), "the pod is")
+
+    def _node_selector_of(self, charge: Charge) -> dict[str, str]:
+        """The node labels of the flavors a recorded charge names."""
         table = queue_table(self.backend.state, self.settings, cache=self.cache)
-        wanted = node_selector_of(table, recorded)
-        if missing := missing_labels(pod, wanted):
-            return _deny(
-                403,
-                "ChargeMismatch",
-                f"{req.ref}: spec.nodeSelector: must select the nodes of the flavor the pod is "
-                f"charged to ({missing})",
-            )
-        return Outcome(True)
+        return node_selector_of(table, charge)
 
     def _recheck(
         self, req: AdmissionRequest, pod: Mapping[str, Any] | None, state: ClusterState
@@ -393,6 +381,20 @@ class Admission:
             if not outcome.allowed:
                 return outcome, decision
         return Outcome(True), decision
+
+
+def _on_flavor_nodes(
+    req: AdmissionRequest, pod: Mapping[str, Any], wanted: Mapping[str, str], whose: str
+) -> Outcome:
+    """Allowed when the pod selects every node label of the flavor `whose` charge names."""
+    if missing := missing_labels(pod, wanted):
+        return _deny(
+            403,
+            "ChargeMismatch",
+            f"{req.ref}: spec.nodeSelector: must select the nodes of the flavor {whose} "
+            f"charged to ({missing})",
+        )
+    return Outcome(True)
 
 
 def _digest_id(text: str) -> str:
