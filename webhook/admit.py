@@ -43,7 +43,7 @@ from webhook.mutation import (
     workload_patch,
 )
 from webhook.overlay import WithObject
-from webhook.stamp import missing_labels, queue_label_and_charge, stamp_mismatch, stamp_of
+from webhook.stamp import off_flavor_nodes, queue_label_and_charge, stamp_mismatch, stamp_of
 from webhook.updates import grown, resources_of, resumed, suspended, ungated
 
 __all__ = ["JOB_CONTROLLERS", "Admission"]
@@ -386,15 +386,8 @@ class Admission:
 def _on_flavor_nodes(
     req: AdmissionRequest, pod: Mapping[str, Any], wanted: Mapping[str, str], whose: str
 ) -> Outcome:
-    """Allowed when the pod selects every node label of the flavor `whose` charge names."""
-    if missing := missing_labels(pod, wanted):
-        return _deny(
-            403,
-            "ChargeMismatch",
-            f"{req.ref}: spec.nodeSelector: must select the nodes of the flavor {whose} "
-            f"charged to ({missing})",
-        )
-    return Outcome(True)
+    mismatch = off_flavor_nodes(req, pod, wanted, whose)
+    return _deny(403, "ChargeMismatch", mismatch) if mismatch else Outcome(True)
 
 
 def _digest_id(text: str) -> str:

@@ -16,7 +16,14 @@ from quota.verdict import Decision
 from quota.waiting import ADMISSION_GATE, is_gated
 from webhook.admission import AdmissionRequest
 
-__all__ = ["Stamp", "missing_labels", "queue_label_and_charge", "stamp_mismatch", "stamp_of"]
+__all__ = [
+    "Stamp",
+    "missing_labels",
+    "off_flavor_nodes",
+    "queue_label_and_charge",
+    "stamp_mismatch",
+    "stamp_of",
+]
 
 
 def queue_label_and_charge(obj: Mapping[str, Any] | None) -> tuple[Any, Any]:
@@ -74,10 +81,20 @@ def stamp_mismatch(
             "draquota computes now (the quota changed during admission, or the annotation was "
             "edited): submit the pod again"
         )
-    if labels := missing_labels(pod, decision.node_selector):
+    if mismatch := off_flavor_nodes(req, pod, decision.node_selector, "it is"):
+        return f"{mismatch}; submit it again"
+    return ""
+
+
+def off_flavor_nodes(
+    req: AdmissionRequest, pod: Mapping[str, Any], wanted: Mapping[str, str], whose: str
+) -> str:
+    """Why the pod does not select every node label of the flavor `whose` charge names ("" when
+    it does)."""
+    if missing := missing_labels(pod, wanted):
         return (
-            f"{req.ref}: spec.nodeSelector: must select the nodes of the flavor it is charged to "
-            f"({labels}); submit it again"
+            f"{req.ref}: spec.nodeSelector: must select the nodes of the flavor {whose} "
+            f"charged to ({missing})"
         )
     return ""
 
