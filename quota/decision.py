@@ -16,7 +16,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from quota.assignment import PreferringFilter, assign_flavors
+from quota.assignment import Assignment, PreferringFilter, assign_flavors
 from quota.charge import times
 from quota.charging import Charged, charge_of, charged_in, exceeds, first_flavors, node_labels
 from quota.cluster import ClusterState
@@ -199,26 +199,39 @@ def _decide_workload(c: Prepared, queued: bool = False) -> Decision:
     )  # fmt: skip
 
 
+def _against_usage(c: Prepared, usage: Usage, warnings: list[str], pods: int = 1) -> Assignment:
+    """Flavors for `pods` pods alike against `usage`, shared claims the queue holds already
+    counting nothing more (the notes of flavors tried go to `warnings`)."""
+    return assign_flavors(
+        c.table,
+        c.route.queue,
+        usage.of,
+        c.charged.per_pod,
+        c.charged.shared,
+        held=frozenset(usage.shared_claims(c.route.queue.name)),
+        flavor_filter=c.flavor_filter(warnings),
+        pods=pods,
+        asked=c.charged.asked,
+    )
+
+
+def _quota_exceeded(c: Prepared, assignment: Assignment) -> Decision:
+    denial = deny(
+        "QuotaExceeded", exceeds(c.subject, c.route, assignment), queue=c.route.local.name
+    )
+    return replace(denial, shortfall="; ".join(assignment.reasons))
+
+
 def _decide_pod(c: Prepared, live: Usage) -> Decision:
     """A pod against live usage (the ledger leaves out the pod's own record: a retry counts
     once; a pod of the same name held by another pod is not left out)."""
     queue, charged = c.route.queue, c.charged
     warnings = list(c.warnings)
-    assignment = assign_flavors(
-        c.table,
-        queue,
-        live.of,
-        charged.per_pod,
-        charged.shared,
-        held=frozenset(live.shared_claims(queue.name)),
-        flavor_filter=c.flavor_filter(warnings),
-        asked=charged.asked,
-    )
+    assignment = _against_usage(c, live, warnings)
     if not assignment.ok:
-        message = exceeds(c.subject, c.route, assignment)
         if c.operation != "UPDATE":
-            denial = deny("QuotaExceeded", message, queue=c.route.local.name)
-            return replace(denial, shortfall="; ".join(assignment.reasons))
+            return _quota_exceeded(c, assignment)
+        message = exceeds(c.subject, c.route, assignment)
         warnings.append(f"{message} (existing pod: update allowed)")
         fallback = assign_flavors(
             c.table, queue, lambda _q: {}, charged.per_pod, charged.shared, capacity_only=True
@@ -285,22 +298,9 @@ def conclude_job(prepared: Prepared | Decision, usage: Usage) -> Decision:
         return prepared
     c, pods = prepared, max(1, prepared.workload.pods)
     warnings = list(c.warnings)
-    assignment = assign_flavors(
-        c.table,
-        c.route.queue,
-        usage.of,
-        c.charged.per_pod,
-        c.charged.shared,
-        held=frozenset(usage.shared_claims(c.route.queue.name)),
-        flavor_filter=c.flavor_filter(warnings),
-        pods=pods,
-        asked=c.charged.asked,
-    )
+    assignment = _against_usage(c, usage, warnings, pods)
     if not assignment.ok:
-        denial = deny("QuotaExceeded", exceeds(c.subject, c.route, assignment))
-        return replace(
-            denial, queue_name=c.route.local.name, shortfall="; ".join(assignment.reasons)
-        )
+        return _quota_exceeded(c, assignment)
     charge = charge_of(c.route, c.demand, c.charged, assignment.flavors, "")
     return Decision(
         allowed=True,
