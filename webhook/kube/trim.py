@@ -94,7 +94,8 @@ def _shared(obj: Any, key: str = "", unique: frozenset[str] = _UNIQUE) -> Any:
 def trimmed_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
     """The pod as the cache keeps it, its repeated strings shared (anything malformed is
     kept as is, for the decision to report)."""
-    return dict(_shared(_trimmed_pod(pod)))
+    shared: dict[str, Any] = _shared(_trimmed_pod(pod))  # a new dict already: no copy
+    return shared
 
 
 def _trimmed_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
