@@ -25,11 +25,14 @@ from webhook.admission import AdmissionRequest, BadReview, Outcome, parse_review
 from webhook.admit import Admission
 from webhook.backend import Backend, Ledger
 from webhook.metrics import Metrics, queue_label, reason_label, resource_label
-from webhook.runner import AdmissionRunner
+from webhook.runner import AdmissionRunner, offload_if_inline
 
 __all__ = ["MAX_BODY_BYTES", "PLACEMENT_KINDS", "CachedPlacer", "create_app"]
 
 MAX_BODY_BYTES = 3 * 1024 * 1024
+# Bodies up to this size may be decided on the event loop (see `AdmissionRunner`): an
+# ordinary pod is a few KiB, and the work of a decision grows with its containers and claims.
+QUICK_BODY_BYTES = 64 * 1024
 
 log = logging.getLogger("draquota.admission")
 
@@ -65,29 +68,60 @@ class CachedPlacer:
     def __call__(
         self, claims: Sequence[PodClaim], node_labels: Mapping[str, str] | None
     ) -> PlacementLike:
-        revision = self.state.revision(*PLACEMENT_KINDS)
         # Keyed by what the claims are (their template or claim), not by the pod's entry
         # names: pods cannot vary a key (and evict others) without new cluster objects.
-        key = (
-            tuple(
-                (c.namespace, c.template, c.claim) if c.template or c.claim else (c.entry,)
-                for c in claims
-            ),
-            tuple(sorted(node_labels.items())) if node_labels is not None else None,
-        )
-        cache = self._cache
-        if revision != self._revision:
-            cache = self._cache = {}
-            self._revision = revision
+        key = _key(tuple((c.namespace, c.template, c.claim) for c in claims), node_labels)
+        cache = self._current()
         found = cache.get(key)
         if found is not None:
             self.hits += 1
             return found
+        offload_if_inline("placement search")
         placement = self.placer(claims, node_labels)
         if len(cache) >= self.size:
             cache.clear()
         cache[key] = placement
         return placement
+
+    def knows(self, obj: Mapping[str, Any] | None) -> bool:
+        """Whether the placement of this Pod's claims is cached now (True when it needs
+        none), read from its spec without expanding it; False for any other kind."""
+        if obj is None:
+            return True
+        spec = obj.get("spec")
+        if obj.get("kind") != "Pod" or not isinstance(spec, Mapping):
+            return False
+        entries = spec.get("resourceClaims")
+        if not entries:
+            return True
+        if not isinstance(entries, list) or not all(isinstance(e, Mapping) for e in entries):
+            return False
+        metadata = obj.get("metadata")
+        namespace = (metadata.get("namespace") if isinstance(metadata, Mapping) else None) or (
+            "default"
+        )
+        refs = tuple(
+            (
+                namespace,
+                e.get("resourceClaimTemplateName") or None,
+                e.get("resourceClaimName") or None,
+            )
+            for e in entries
+        )
+        return _key(refs, None) in self._current()
+
+    def _current(self) -> dict[Any, PlacementLike]:
+        revision = self.state.revision(*PLACEMENT_KINDS)
+        if revision != self._revision:
+            self._cache = {}
+            self._revision = revision
+        return self._cache
+
+
+def _key(
+    refs: tuple[tuple[str, str | None, str | None], ...], labels: Mapping[str, str] | None
+) -> Any:
+    return refs, tuple(sorted(labels.items())) if labels is not None else None
 
 
 def _deny(code: int, reason: str, message: str) -> Outcome:
@@ -145,6 +179,11 @@ def create_app(
     # Every decision runs off the event loop, at most admission_workers at once, and is
     # answered by its deadline: the loop stays free for handshakes, probes and scrapes.
     runner = AdmissionRunner(settings.admission_workers, settings.admission_deadline_seconds)
+    # Inline only where nothing on the path waits on the network and placements are cached:
+    # a search that is not cached, a cache miss, raises Offload before it starts.
+    cached = placer if isinstance(placer, CachedPlacer) else None
+    may_inline = not backend.blocking_io and not ledger.blocking_io
+    may_inline = may_inline and (placer is None or cached is not None)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -191,7 +230,14 @@ def create_app(
         mutating = endpoint == "mutate"
         decision: Decision | None = None
         try:
-            answered, result = await runner.run(deadline_start, admission.review, req, mutating)
+            quick = (
+                may_inline
+                and len(body) <= QUICK_BODY_BYTES
+                and (cached is None or cached.knows(req.object))
+            )
+            answered, result = await runner.run(
+                deadline_start, admission.review, req, mutating, quick=quick
+            )
             if answered and result is not None:
                 outcome, decision = result
             else:

@@ -46,6 +46,7 @@ class Backend(Protocol):
     """A cluster view kept current from some source."""
 
     state: ClusterState
+    blocking_io: bool  # fetch() may wait on the network: never call it on the event loop
 
     def start(self) -> None: ...
 
@@ -63,6 +64,8 @@ class Backend(Protocol):
 @runtime_checkable
 class Ledger(Protocol):
     """Usage of live pods plus admissions in flight, updated atomically."""
+
+    blocking_io: bool  # admit() may wait on the network: never call it on the event loop
 
     def usage(self) -> Usage: ...
 
