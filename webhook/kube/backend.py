@@ -87,14 +87,13 @@ class KubeBackend:
                 self._discovery_error = f"API discovery failed: {exc}"
                 self._stop.wait(backoff.next())
                 continue
-            self.dra_version = version
-            self._discovered = True
             if version is None:
                 self._discovery_error = (
                     f"{DRA_GROUP} is not served in version v1, v1beta2 or v1beta1 "
                     "(is DynamicResourceAllocation enabled?)"
                 )
                 log.error(self._discovery_error)
+                self._discovered = True
                 return
             log.info("using %s/%s", DRA_GROUP, version)
             with self._lock:
@@ -106,6 +105,10 @@ class KubeBackend:
                 ]
                 for informer in self.informers:
                     informer.start()
+                # Only now: ready() must never see discovery done and no informer to wait for
+                # (an empty view admits every pod as not managed).
+                self.dra_version = version
+                self._discovered = True
             return
 
     def ready(self) -> tuple[bool, str]:
@@ -125,6 +128,8 @@ class KubeBackend:
         """Discovery done and every informer synced and not stale."""
         if not self._discovered or self.dra_version is None:
             return False, self._discovery_error
+        if not self.informers:
+            return False, "caches not started yet"
         for informer in self.informers:
             plural = informer.resource.plural
             if not informer.synced:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -224,6 +225,32 @@ def test_backoff_grows_exponentially_with_bounded_jitter_and_resets() -> None:
         assert base <= delay <= base * 1.5
     backoff.reset()
     assert 0.1 <= backoff.next() <= 0.15
+
+
+def test_not_ready_until_its_caches_exist(
+    api: FakeApiServer, client: KubeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between discovery and the informers' creation the view is empty: ready then would admit
+    every pod as not managed by any queue."""
+    entered, release = threading.Event(), threading.Event()
+    create = Informer.__init__
+
+    def slowly(self: Informer, *args: Any, **kwargs: Any) -> None:
+        entered.set()
+        release.wait(10)
+        create(self, *args, **kwargs)
+
+    monkeypatch.setattr(Informer, "__init__", slowly)
+    kube = KubeBackend(client, FAST)
+    kube.start()
+    try:
+        assert entered.wait(10)
+        assert kube.ready()[0] is False
+        release.set()
+        assert kube.wait_until_ready(10), kube.ready()
+    finally:
+        release.set()
+        kube.stop()
 
 
 def test_fetch_gives_up_after_its_short_timeout(api: FakeApiServer, client: KubeClient) -> None:
