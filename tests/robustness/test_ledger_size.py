@@ -37,6 +37,7 @@ def test_admissions_in_flight_fill_shards_that_never_outgrow_the_cap(
     ledger = ClusterLedger(
         client, backend, Settings(placement="Off"), LedgerOptions(shard_bytes=CAP)
     )
+    backend.attach(ledger)
     backend.start()
     try:
         assert backend.wait_until_ready(10)

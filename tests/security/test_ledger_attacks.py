@@ -55,6 +55,7 @@ def replica(client: KubeClient, clock: Clock) -> Replica:
     backend = KubeBackend(client, FAST)
     options = LedgerOptions(reconcile_interval=3600)
     ledger = ClusterLedger(client, backend, settings, options, clock=clock, wall=clock)
+    backend.attach(ledger)
     http = AppClient(create_app(backend, ledger, settings))
     backend.start()
     assert backend.wait_until_ready(10), backend.ready()

@@ -30,9 +30,6 @@ class _Snapshot:
     def ready(self) -> tuple[bool, str]:
         return True, ""
 
-    def attach(self, component: Any) -> None:
-        pass  # nothing is started: the ledger is only read
-
 
 def memory_usage(state: ClusterState, settings: Settings) -> Usage:
     """Usage of the live pods of a `--state` view (what `serve --state` starts from)."""

@@ -13,27 +13,21 @@ import argparse
 import atexit
 import gc
 import logging
-import os
 import shutil
 import signal
-import socket
 import ssl
 import sys
 import tempfile
-import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from quota.settings import Settings
-from webhook.backend import Backend, Ledger, MemoryLedger, StateDirBackend
+from webhook.backend import StateDirBackend
 from webhook.commands._common import load_settings
 
 __all__ = ["configure", "run"]
 
 EXIT_BAD_INPUT = 2
-LEASE_NAMESPACE = "draquota-system"
-LEASE_NAME = "draquota-queueing"
 log = logging.getLogger("draquota.serve")
 
 
@@ -80,13 +74,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _placer(backend: Backend) -> Any:
-    from quota.placement import make_placer
-    from webhook.app import CachedPlacer
-
-    return CachedPlacer(make_placer(backend.state), backend.state)
-
-
 def _local_cert_dir() -> Path:
     """A throwaway CA and serving certificate for 127.0.0.1/localhost (embedded mode only),
     removed when the process exits."""
@@ -113,72 +100,6 @@ def _start_rotator(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _live(args: argparse.Namespace, settings: Settings) -> tuple[Backend, Ledger, Any] | str:
-    try:
-        from certs.kube import api_client
-        from webhook.kube.backend import KubeBackend
-        from webhook.kube.client import KubeClient
-        from webhook.kube.ledger import ClusterLedger
-        from webhook.kube.queuestatus import QueueStatusWriter
-    except ImportError as exc:
-        return f"the live-cluster backend is not available in this build: {exc}"
-    try:
-        client = KubeClient(api_client(args.kubeconfig, args.in_cluster))
-    except Exception as exc:  # the kubernetes client's config errors have no common base
-        where = "in-cluster config" if args.in_cluster else f"kubeconfig {args.kubeconfig}"
-        return f"cannot build a Kubernetes client from the {where}: {exc}"
-    backend = KubeBackend(client)
-    ledger = ClusterLedger(client, backend, settings)
-    backend.attach(QueueStatusWriter(client, backend, ledger, settings))
-    return backend, ledger, client
-
-
-def _warm_up(backend: Backend, placer: Any) -> Any:
-    """The placement index, built before /readyz says ready."""
-    from webhook.kube.warmup import PlacementWarmUp
-
-    index = getattr(placer.placer, "index", None)
-    return PlacementWarmUp(backend, index if index is not None else lambda: None)
-
-
-def _queueing(
-    client: Any, backend: Backend, ledger: Ledger, settings: Settings, placer: Any, metrics: Any
-) -> Any:
-    """The queueing controller, run by the replica that holds the Lease (one at a time)."""
-    from webhook.kube.lease import LeaseElector
-    from webhook.kube.podwriter import KubePodWriter
-    from webhook.queueing import QueueController
-
-    namespace = os.environ.get("POD_NAMESPACE") or LEASE_NAMESPACE
-    identity = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    elector = LeaseElector(client, namespace, LEASE_NAME, identity)
-    controller = QueueController(
-        backend,
-        ledger,
-        settings,
-        placer,
-        KubePodWriter(client),
-        leading=elector.leading,
-        metrics=metrics,
-    )
-    return _Together(elector, controller)
-
-
-class _Together:
-    """Components started in order and stopped in reverse (the elector releases last)."""
-
-    def __init__(self, *components: Any) -> None:
-        self.components = components
-
-    def start(self) -> None:
-        for component in self.components:
-            component.start()
-
-    def stop(self) -> None:
-        for component in reversed(self.components):
-            component.stop()
-
-
 def _cert_dir(args: argparse.Namespace) -> Path | str:
     if args.cert_dir is None:
         if args.state is None:
@@ -193,6 +114,7 @@ def _cert_dir(args: argparse.Namespace) -> Path | str:
 
 def run(args: argparse.Namespace) -> int:
     from webhook.app import create_app
+    from webhook.bootstrap import Wiring, embedded, live
     from webhook.logs import configure_logging
     from webhook.metrics import Metrics
     from webhook.serve import server_context, webhook_server
@@ -202,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         why = "not a directory" if args.state.exists() else "no such file or directory"
         print(f"draquota serve: --state {args.state}: {why}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    state_backend: Backend | None = None
+    state_backend: StateDirBackend | None = None
     if args.state is not None:  # read and check the manifests before making a certificate
         state_backend = StateDirBackend(args.state, watch_interval=args.watch_interval)
     configure_logging(args.log_level)
@@ -222,24 +144,17 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     metrics = Metrics()
     if state_backend is not None:
-        backend: Backend = state_backend
-        ledger: Ledger = MemoryLedger(backend.state, settings)
-        placer = _placer(backend)
+        wiring: Wiring | str = embedded(state_backend, settings)
     else:
-        live = _live(args, settings)
-        if isinstance(live, str):
-            print(f"draquota serve: {live}", file=sys.stderr)
-            return EXIT_BAD_INPUT
-        backend, ledger, client = live
-        placer = _placer(backend)
-        backend.attach(_warm_up(backend, placer))  # type: ignore[attr-defined]
-        queueing = _queueing(client, backend, ledger, settings, placer, metrics)
-        backend.attach(queueing)  # type: ignore[attr-defined]
+        wiring = live(args.kubeconfig, args.in_cluster, settings, metrics)
+    if isinstance(wiring, str):
+        print(f"draquota serve: {wiring}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     app = create_app(
-        backend,
-        ledger,
+        wiring.backend,
+        wiring.ledger,
         settings,
-        placer,
+        wiring.placer,
         metrics=metrics,
         certs_ready=lambda: reloader.loaded,
         require_client_cert=args.client_ca is not None,

@@ -72,11 +72,10 @@ class _Backend(Protocol):
 
     def ready(self) -> tuple[bool, str]: ...
 
-    def attach(self, component: Any) -> None: ...
-
 
 class ClusterLedger(SyncedUsage):
-    """Ledger over QuotaLedger shards; `start()` runs the reconciler (KubeBackend does it)."""
+    """Ledger over QuotaLedger shards; `start()` runs the reconciler (`webhook.bootstrap`
+    attaches the ledger to the backend, which starts it)."""
 
     blocking_io = True
 
@@ -119,7 +118,6 @@ class ClusterLedger(SyncedUsage):
         self._reconciler = Periodic(
             "ledger", options.reconcile_interval, self.reconcile, lambda: backend.ready()[0]
         )
-        backend.attach(self)
 
     # -- Ledger protocol -------------------------------------------------------------
 

@@ -32,7 +32,9 @@ def http(api: FakeApiServer, client: KubeClient) -> Iterator[AppClient]:
         api.create(obj)
     settings = Settings(placement="Off", admission_deadline_seconds=30)  # not under test here
     backend = KubeBackend(client, FAST, max_staleness=0.3)
-    app = create_app(backend, ClusterLedger(client, backend, settings), settings)
+    ledger = ClusterLedger(client, backend, settings)
+    backend.attach(ledger)
+    app = create_app(backend, ledger, settings)
     backend.start()  # the app's lifespan does this when served
     try:
         yield AppClient(app)

@@ -54,6 +54,7 @@ def start_instance(client: KubeClient, clock: Clock, options: LedgerOptions) -> 
     ledger = ClusterLedger(
         client, backend, Settings(reservation_ttl_seconds=TTL), options, clock=clock, wall=clock
     )
+    backend.attach(ledger)
     backend.start()
     assert backend.wait_until_ready(10), backend.ready()
     return Instance(backend, ledger, clock)
@@ -119,6 +120,7 @@ def test_the_ledger_has_loaded_records_and_pods_when_the_backend_is_ready(
     create_pod(api, "p0", "uid-0")
     backend = KubeBackend(client, FAST)
     ledger = ClusterLedger(client, backend, Settings(), LedgerOptions(reconcile_interval=3600))
+    backend.attach(ledger)
     assert ledger.warming()
     backend.start()
     try:

@@ -1,0 +1,92 @@
+"""The wiring of `draquota serve`: what it decides with, and the order its parts start and
+stop in."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from quota.settings import Settings
+from tests.fakeapi import FakeApiServer
+from tests.webhook.builders import cluster_objects
+from tests.webhook.kube.conftest import write_kubeconfig
+from webhook.backend import MemoryLedger, StateDirBackend
+from webhook.bootstrap import InOrder, Wiring, embedded, live
+from webhook.kube.backend import KubeBackend
+from webhook.kube.ledger import ClusterLedger
+from webhook.metrics import Metrics
+
+
+class Part:
+    def __init__(self, name: str, log: list[str]) -> None:
+        self.name, self.log = name, log
+
+    def start(self) -> None:
+        self.log.append(f"start {self.name}")
+
+    def stop(self) -> None:
+        self.log.append(f"stop {self.name}")
+
+
+def test_parts_start_in_order_and_stop_in_reverse() -> None:
+    log: list[str] = []
+    parts = InOrder(Part("ledger", log), Part("elector", log), Part("controller", log))
+    parts.start()
+    parts.stop()
+    assert log == [
+        "start ledger",
+        "start elector",
+        "start controller",
+        "stop controller",
+        "stop elector",
+        "stop ledger",
+    ]
+
+
+def test_an_embedded_replica_decides_over_its_directory_with_a_memory_ledger(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "cluster.yaml").write_text("", encoding="utf-8")
+    backend = StateDirBackend(tmp_path)
+    wiring = embedded(backend, Settings())
+    assert isinstance(wiring.ledger, MemoryLedger)
+    assert wiring.backend is backend and wiring.placer.state is backend.state
+
+
+def test_a_live_replica_starts_its_ledger_with_the_backend_and_stops_the_queue_first(
+    tmp_path: Path,
+) -> None:
+    api = FakeApiServer(resource_versions=("v1",), bookmark_interval=0.1).start()
+    try:
+        for obj in cluster_objects(2):
+            api.create(obj)
+        kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", api.url)
+        wiring = live(kubeconfig, False, Settings(), Metrics())
+        assert isinstance(wiring, Wiring)
+        backend, ledger = wiring.backend, wiring.ledger
+        assert isinstance(backend, KubeBackend) and isinstance(ledger, ClusterLedger)
+        backend.start()
+        try:
+            assert backend.wait_until_ready(10), backend.ready()
+            deadline = time.monotonic() + 10
+            while ledger.warming() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert not ledger.warming()  # started by the backend, nobody else
+        finally:
+            backend.stop()
+    finally:
+        api.stop()
+    parts = [type(c).__name__ for c in backend._companions[0].components]  # type: ignore[attr-defined]
+    assert parts == [
+        "ClusterLedger",
+        "QueueStatusWriter",
+        "PlacementWarmUp",
+        "LeaseElector",
+        "QueueController",
+    ]
+
+
+def test_a_kubeconfig_that_cannot_be_read_is_named(tmp_path: Path) -> None:
+    missing = tmp_path / "missing"
+    answer = live(missing, False, Settings(), Metrics())
+    assert isinstance(answer, str) and str(missing) in answer

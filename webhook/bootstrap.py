@@ -1,0 +1,129 @@
+"""The wiring of one `draquota serve` replica, in one place.
+
+Which cluster view, ledger and placer the webhook decides with, and the components that
+run beside them. `serve` builds one `Wiring` and hands it to the app; the app's lifespan
+starts `backend`, which starts the components in the order `InOrder` lists them and
+stops them in reverse: the queueing controller stops before the ledger it admits
+through, and the queueing Lease is released once nothing can admit any more.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from quota.placement import make_placer
+from quota.settings import Settings
+from webhook.app import CachedPlacer
+from webhook.backend import Backend, Ledger, MemoryLedger, StateDirBackend
+from webhook.metrics import Metrics
+
+__all__ = ["LEASE_NAME", "LEASE_NAMESPACE", "InOrder", "Wiring", "embedded", "live"]
+
+LEASE_NAMESPACE = "draquota-system"
+LEASE_NAME = "draquota-queueing"
+
+
+class Component(Protocol):
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class InOrder:
+    """Components started in the order given and stopped in reverse."""
+
+    def __init__(self, *components: Component) -> None:
+        self.components = components
+
+    def start(self) -> None:
+        for component in self.components:
+            component.start()
+
+    def stop(self) -> None:
+        for component in reversed(self.components):
+            component.stop()
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """What the app decides with."""
+
+    backend: Backend
+    ledger: Ledger
+    placer: CachedPlacer
+
+
+def cached_placer(backend: Backend) -> CachedPlacer:
+    return CachedPlacer(make_placer(backend.state), backend.state)
+
+
+def embedded(backend: StateDirBackend, settings: Settings) -> Wiring:
+    """`--state DIR`: the directory's view, an in-memory ledger, nothing else running."""
+    return Wiring(backend, MemoryLedger(backend.state, settings), cached_placer(backend))
+
+
+def live(
+    kubeconfig: Path | None, in_cluster: bool, settings: Settings, metrics: Metrics
+) -> Wiring | str:
+    """A live cluster: informers, the QuotaLedger, queue status, the placement index warmed
+    before ready, and the Lease-elected queueing controller. A string says why not."""
+    try:
+        from certs.kube import api_client
+        from webhook.kube.backend import KubeBackend
+        from webhook.kube.client import KubeClient
+        from webhook.kube.ledger import ClusterLedger
+        from webhook.kube.queuestatus import QueueStatusWriter
+        from webhook.kube.warmup import PlacementWarmUp
+    except ImportError as exc:
+        return f"the live-cluster backend is not available in this build: {exc}"
+    try:
+        client = KubeClient(api_client(kubeconfig, in_cluster))
+    except Exception as exc:  # the kubernetes client's config errors have no common base
+        where = "in-cluster config" if in_cluster else f"kubeconfig {kubeconfig}"
+        return f"cannot build a Kubernetes client from the {where}: {exc}"
+    backend = KubeBackend(client)
+    ledger = ClusterLedger(client, backend, settings)
+    placer = cached_placer(backend)
+    index = getattr(placer.placer, "index", None)
+    backend.attach(
+        InOrder(
+            ledger,
+            QueueStatusWriter(client, backend, ledger, settings),
+            PlacementWarmUp(backend, index if index is not None else lambda: None),
+            *_queueing(client, backend, ledger, settings, placer, metrics),
+        )
+    )
+    return Wiring(backend, ledger, placer)
+
+
+def _queueing(
+    client: Any,
+    backend: Backend,
+    ledger: Ledger,
+    settings: Settings,
+    placer: CachedPlacer,
+    metrics: Metrics,
+) -> tuple[Component, Component]:
+    """The Lease elector and the queueing controller it lets run (one replica at a time)."""
+    from webhook.kube.lease import LeaseElector
+    from webhook.kube.podwriter import KubePodWriter
+    from webhook.queueing import QueueController
+
+    namespace = os.environ.get("POD_NAMESPACE") or LEASE_NAMESPACE
+    identity = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    elector = LeaseElector(client, namespace, LEASE_NAME, identity)
+    controller = QueueController(
+        backend,
+        ledger,
+        settings,
+        placer,
+        KubePodWriter(client),
+        leading=elector.leading,
+        metrics=metrics,
+    )
+    return elector, controller
