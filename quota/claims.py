@@ -114,11 +114,10 @@ def _entry_claim(
     path: str,
     namespace: str,
     state: ClusterState,
-    ref: str,
+    reader: FieldReader,
     generated: Mapping[str, str],
     cache: DerivedCache | None,
 ) -> PodClaim:
-    reader = FieldReader(ref)
     entry = reader.mapping(entry, path)
     name = reader.string(entry.get("name"), f"{path}.name", True)
     template = reader.string(
@@ -135,7 +134,7 @@ def _entry_claim(
     made = state.get("ResourceClaim", namespace, generated[name]) if name in generated else None
     obj = made if template and made is not None else state.get(kind, namespace, target)
     if obj is None:
-        raise NotFound(kind, namespace, target, referrer=f"{ref}: {path}")
+        raise NotFound(kind, namespace, target, referrer=f"{reader.ref}: {reader.at(path)}")
     # A cluster object is parsed once while it is unchanged (every replica of a workload
     # reads the same template).
     spec, devices = _parsed(obj) if cache is None else cache.of_object("claim", obj, _parsed)
@@ -158,6 +157,7 @@ def expand_pod_claims(
     generated: bool = False,
     *,
     cache: DerivedCache | None = None,
+    base: str = "",
 ) -> tuple[PodClaim, ...]:
     """The claims of a pod (or pod template) in entry order, looked up in its namespace.
 
@@ -167,21 +167,22 @@ def expand_pod_claims(
     admission), status is ignored: the API server resets it on create.
     Raises NotFound naming the template or claim when it is missing, InvalidObject
     when an entry or the claim spec it points at is malformed. `cache` keeps parsed
-    claim specs between calls (`quota.derived`).
+    claim specs between calls (`quota.derived`); `base` is where the pod sits in the
+    object `ref` names (`spec.template` for a Job), for the paths of errors.
     """
     metadata = pod.get("metadata") or {}
     namespace = metadata.get("namespace") or "default"
     ref = ref or object_ref("Pod", namespace, metadata.get("name") or metadata.get("generateName"))
-    reader = FieldReader(ref)
+    reader = FieldReader(ref, base)
     spec = reader.mapping(pod.get("spec"), "spec")
     entries = reader.items(spec.get("resourceClaims"), "spec.resourceClaims")
     made = _generated_names(pod) if generated else {}
     claims = [
-        _entry_claim(entry, f"spec.resourceClaims[{i}]", namespace, state, ref, made, cache)
+        _entry_claim(entry, f"spec.resourceClaims[{i}]", namespace, state, reader, made, cache)
         for i, entry in enumerate(entries)
     ]
     names = [claim.entry for claim in claims]
     for i, name in enumerate(names):
         if name in names[:i]:
-            raise InvalidObject(ref, f"spec.resourceClaims[{i}].name", f'duplicate entry "{name}"')
+            raise reader.fail(f"spec.resourceClaims[{i}].name", f'duplicate entry "{name}"')
     return tuple(claims)

@@ -114,13 +114,20 @@ def api_version_of(obj: Mapping[str, Any], ref: str) -> str:
 
 
 class FieldReader:
-    """Typed field access that names the object and path in every error."""
+    """Typed field access that names the object and path in every error. `base` is where
+    the part read sits in the object (`spec.template` for a Job's pod): paths given to the
+    reader are relative to it, paths in its errors are whole."""
 
-    def __init__(self, ref: str) -> None:
+    def __init__(self, ref: str, base: str = "") -> None:
         self.ref = ref
+        self.base = base
+
+    def at(self, path: str) -> str:
+        """The whole path of `path`."""
+        return f"{self.base}.{path}" if self.base else path
 
     def fail(self, path: str, reason: str) -> InvalidObject:
-        return InvalidObject(self.ref, path, reason)
+        return InvalidObject(self.ref, self.at(path), reason)
 
     def mapping(self, value: Any, path: str) -> Mapping[str, Any]:
         if value is None:

@@ -10,7 +10,6 @@ from quota.cluster import ClusterState
 from quota.derived import DerivedCache
 from quota.deviceclasses import extended_resource_classes, parse_device_class
 from quota.devices import add_devices
-from quota.errors import InvalidObject, NotFound
 from quota.podresources import pod_resources
 from quota.workloads import Workload
 
@@ -73,27 +72,17 @@ def pod_demand(
     instead of raising (`quota.podresources.pod_resources`). `cache` keeps what is
     derived from the cluster view between calls (`quota.derived`).
     """
-    try:
-        claims = expand_pod_claims(workload.pod, state, workload.ref, generated, cache=cache)
-        entries = {claim.entry for claim in claims}
-        resources = pod_resources(
-            workload.pod,
-            workload.ref,
-            extended_names(state, cache=cache),
-            entries,
-            saturate=saturate,
-        )
-    except NotFound as exc:
-        if workload.template_path:
-            exc.referrer = exc.referrer.replace(": spec.", f": {workload.template_path}.spec.", 1)
-            exc.args = (f"{exc.referrer}: {str(exc).rsplit(': ', 1)[-1]}",)
-        raise
-    except InvalidObject as exc:
-        if workload.template_path and exc.obj == workload.ref and exc.path.startswith("spec"):
-            raise InvalidObject(
-                exc.obj, f"{workload.template_path}.{exc.path}", exc.reason
-            ) from exc
-        raise
+    base = workload.template_path
+    claims = expand_pod_claims(workload.pod, state, workload.ref, generated, cache=cache, base=base)
+    entries = {claim.entry for claim in claims}
+    resources = pod_resources(
+        workload.pod,
+        workload.ref,
+        extended_names(state, cache=cache),
+        entries,
+        saturate=saturate,
+        base=base,
+    )
     devices: dict[str, int] = {}
     shared: dict[str, Mapping[str, int]] = {}
     for claim in claims:

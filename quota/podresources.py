@@ -156,6 +156,8 @@ def pod_resources(
     extended_names: Mapping[str, str],
     claim_entries: Collection[str] | None = None,
     saturate: bool = False,
+    *,
+    base: str = "",
 ) -> PodResources:
     """Effective requests of a pod (or pod template).
 
@@ -168,7 +170,7 @@ def pod_resources(
     (`quota.quantity.saturating_amount`; a negative one as 0, a fraction of devices
     rounded up).
     """
-    reader = FieldReader(ref)
+    reader = FieldReader(ref, base)
     spec = reader.mapping(pod.get("spec"), "spec")
     containers = _containers(reader, spec, "initContainers", claim_entries) + _containers(
         reader, spec, "containers", claim_entries
@@ -179,7 +181,7 @@ def pod_resources(
         plain: dict[str, Decimal] = {}
         by_class: dict[str, int] = {}
         for resource, value in container.requests.items():
-            path = f"{container.path}[{resource}]"
+            path = reader.at(f"{container.path}[{resource}]")
             device_class = _extended_class(resource, extended_names)
             if device_class is None:
                 plain[resource] = _non_negative(value, ref, path, saturate)
@@ -193,13 +195,16 @@ def pod_resources(
     pod_level = reader.mapping(pod_spec_resources.get("requests"), "spec.resources.requests")
     for resource in _POD_LEVEL:
         if resource in pod_level:
-            path = f"spec.resources.requests[{resource}]"
+            path = reader.at(f"spec.resources.requests[{resource}]")
             effective[resource] = _non_negative(pod_level[resource], ref, path, saturate)
     for resource, value in reader.mapping(spec.get("overhead"), "spec.overhead").items():
-        overhead = _non_negative(value, ref, f"spec.overhead[{resource}]", saturate)
+        path = reader.at(f"spec.overhead[{resource}]")
+        overhead = _non_negative(value, ref, path, saturate)
         _accumulate(effective, {resource: overhead})
     requests = {
-        resource: amount(resource, value, ref, f"spec.containers[*].resources.requests[{resource}]")
+        resource: amount(
+            resource, value, ref, reader.at(f"spec.containers[*].resources.requests[{resource}]")
+        )
         for resource, value in sorted(effective.items())
     }
     return PodResources(requests, _extended_devices(devices))

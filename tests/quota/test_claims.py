@@ -8,7 +8,7 @@ from quota.claims import claim_references, expand_pod_claims
 from quota.cluster import ClusterState
 from quota.demand import pod_demand
 from quota.derived import DerivedCache
-from quota.errors import InvalidObject, NotFound
+from quota.errors import InvalidObject, InvalidQuantity, NotFound
 from quota.workloads import as_workload
 from tests.quota.builders import VERSIONS, claim, claim_template, container, device_class, pod
 
@@ -197,3 +197,78 @@ def test_claim_references_name_entries_and_generated_claims_leniently() -> None:
         ("ResourceClaim", "team-a", "shared-gpus"),
     }
     assert ("ResourceClaim", "team-a", "train-0-a-x1") in claim_references(p, generated=True)
+
+
+def _workload(kind: str, pod_spec: dict) -> dict:
+    """A `kind` whose pod template has `pod_spec`."""
+    template = {"spec": pod_spec}
+    spec: dict = {"template": template}
+    if kind == "CronJob":
+        spec = {"jobTemplate": {"spec": spec}}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": kind,
+        "metadata": {"name": "w", "namespace": "team-a"},
+        "spec": spec,
+    }
+
+
+GPU_ENTRY = {"name": "gpu", "resourceClaimTemplateName": "gpu-tmpl"}
+
+
+@pytest.mark.parametrize(
+    ("pod_spec", "path"),
+    [
+        ({"containers": [container(cpu="lots")]}, "spec.containers[0].resources.requests[cpu]"),
+        ({"containers": [container(cpu="-1")]}, "spec.containers[0].resources.requests[cpu]"),
+        (
+            {"containers": [container()], "overhead": {"memory": "x"}},
+            "spec.overhead[memory]",
+        ),
+        (
+            {"containers": [container(claims=("typo",))], "resourceClaims": [GPU_ENTRY]},
+            "spec.containers[0].resources.claims[0].name",
+        ),
+        (
+            {"containers": [container()], "resourceClaims": [GPU_ENTRY, GPU_ENTRY]},
+            "spec.resourceClaims[1].name",
+        ),
+        ({"containers": [container()], "resourceClaims": "gpu"}, "spec.resourceClaims"),
+    ],
+)
+@pytest.mark.parametrize(
+    ("kind", "base"),
+    [("Pod", ""), ("Job", "spec.template."), ("CronJob", "spec.jobTemplate.spec.template.")],
+)
+def test_a_field_error_names_the_field_in_the_object_submitted(
+    pod_spec: dict, path: str, kind: str, base: str
+) -> None:
+    obj = pod() if kind == "Pod" else _workload(kind, pod_spec)
+    if kind == "Pod":
+        obj["spec"] = pod_spec
+    with pytest.raises(InvalidObject) as info:
+        pod_demand(as_workload(obj), _state())
+    assert info.value.obj == f"{kind} team-a/{obj['metadata']['name']}"
+    assert info.value.path == base + path
+    assert f": {base + path}: " in str(info.value)
+
+
+def test_a_missing_template_names_the_entry_that_points_at_it() -> None:
+    spec = {
+        "containers": [container()],
+        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "nope"}],
+    }
+    with pytest.raises(NotFound) as info:
+        pod_demand(as_workload(_workload("CronJob", spec)), _state())
+    assert (
+        info.value.referrer
+        == "CronJob team-a/w: spec.jobTemplate.spec.template.spec.resourceClaims[0]"
+    )
+    assert (info.value.kind, info.value.name) == ("ResourceClaimTemplate", "nope")
+
+
+@pytest.mark.parametrize("kind", ["Job", "CronJob"])
+def test_a_bad_quantity_in_a_template_stays_a_quantity_error(kind: str) -> None:
+    obj = _workload(kind, {"containers": [container(cpu="lots")]})
+    with pytest.raises(InvalidQuantity):
+        pod_demand(as_workload(obj), _state())

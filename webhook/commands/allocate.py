@@ -73,7 +73,9 @@ def collect_claims(
         if obj.get("kind") not in WORKLOAD_KINDS:
             continue
         workload = as_workload(obj)
-        for claim in expand_pod_claims(workload.pod, state, workload.ref, cache=cache):
+        for claim in expand_pod_claims(
+            workload.pod, state, workload.ref, cache=cache, base=workload.template_path
+        ):
             kind = "ResourceClaim" if claim.shared else "ResourceClaimTemplate"
             referenced.add((kind, claim.key))
             if claim.shared:
