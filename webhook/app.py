@@ -19,6 +19,7 @@ from fastapi import FastAPI, Request, Response
 from quota.claims import PodClaim
 from quota.cluster import ClusterState
 from quota.flavorfilter import PlacementLike, Placer
+from quota.placement.index import INDEX_KINDS
 from quota.settings import Settings
 from quota.verdict import Decision
 from webhook.admission import AdmissionRequest, BadReview, Outcome, parse_review, review_response
@@ -27,7 +28,7 @@ from webhook.backend import Backend, Ledger
 from webhook.metrics import Metrics, queue_label, reason_label, resource_label
 from webhook.runner import AdmissionRunner, offload_if_inline
 
-__all__ = ["MAX_BODY_BYTES", "PLACEMENT_KINDS", "CachedPlacer", "create_app"]
+__all__ = ["MAX_BODY_BYTES", "PLACEMENT_KINDS", "QUICK_BODY_BYTES", "CachedPlacer", "create_app"]
 
 MAX_BODY_BYTES = 3 * 1024 * 1024
 # Bodies up to this size may be decided on the event loop (see `AdmissionRunner`): an
@@ -36,15 +37,9 @@ QUICK_BODY_BYTES = 64 * 1024
 
 log = logging.getLogger("draquota.admission")
 
-# Everything a placement reads: published devices, classes, allocations, nodes, taints, templates.
-PLACEMENT_KINDS = (
-    "ResourceSlice",
-    "DeviceClass",
-    "ResourceClaim",
-    "ResourceClaimTemplate",
-    "Node",
-    "DeviceTaintRule",
-)
+# Everything a placement reads: what the placement index is built from, and the templates
+# the claims of a pod are stamped from.
+PLACEMENT_KINDS = (*INDEX_KINDS, "ResourceClaimTemplate")
 
 
 class CachedPlacer:

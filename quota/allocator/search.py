@@ -32,13 +32,10 @@ from quota.allocator.errors import AllocationError
 from quota.allocator.nodes import node_matches
 from quota.allocator.pools import Pool
 from quota.allocator.taints import taint_blocks
-from quota.claimspec import ALLOCATION_RESULTS_MAX_SIZE, ClaimSpec, ExactRequest
+from quota.claimspec import ALL, ALLOCATION_RESULTS_MAX_SIZE, EXACT_COUNT, ClaimSpec, ExactRequest
 from quota.deviceclasses import DeviceClass
 
 __all__ = ["Candidate", "Pick", "Request", "Search", "SelectorMemo"]
-
-ALL = "All"
-EXACT_COUNT = "ExactCount"
 
 # (selector expression, id(device)) -> match; owned by whoever owns the Device objects.
 SelectorMemo = dict[tuple[str, int], bool]
