@@ -26,7 +26,7 @@ from quota.livepods import usage_from_pods
 from quota.placement import Placement, make_placer, place_claims
 from quota.settings import Settings
 from quota.usage import Usage
-from quota.verdict import Decision
+from quota.verdict import Decision, Verdict
 from quota.workloads import Workload, as_workload
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "PodDemand",
     "Settings",
     "Usage",
+    "Verdict",
     "Workload",
     "allocate",
     "as_workload",

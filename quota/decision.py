@@ -6,8 +6,8 @@ by `prepare`; `conclude` then does the flavor and cohort arithmetic against live
 Workloads (Job, Deployment, ...) are checked against the most the queue could ever hold,
 for one pod and for the pods a Job runs at once.
 
-`decide` never raises for bad input: a malformed object is a 400 decision, a
-missing object a 403 decision naming it. It is pure and deterministic.
+`decide` never raises for bad input: a malformed object is an INVALID decision, a
+missing object a DENIED decision naming it. It is pure and deterministic.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from quota.queuetable import QueueTable, queue_table
 from quota.routing import Route, route_of, subject_of
 from quota.settings import Settings
 from quota.usage import Usage
-from quota.verdict import Decision, deny, refusal
+from quota.verdict import Decision, Verdict, deny, refusal
 from quota.workloads import Workload, as_workload
 
 __all__ = [
@@ -51,7 +51,7 @@ def _prepare(
     table = queue_table(state, settings, cache=cache)
     route = route_of(workload, state, table)
     if route is None:
-        return Decision(True, 200, "NotManaged", "no LocalQueue: not managed by draquota")
+        return Decision(Verdict.ADMITTED, "NotManaged", "no LocalQueue: not managed by draquota")
     if isinstance(route, Decision):
         return route
     subject, name = subject_of(workload), route.local.name
@@ -70,7 +70,7 @@ def _prepare(
     if placer is not None and settings.placement != "Off" and demand.claims:
         placement = placer(demand.claims, None)
         if getattr(placement, "invalid", False):
-            return deny("InvalidObject", f"{subject}: {placement.reason}", code=400, queue=name)
+            return deny("InvalidObject", f"{subject}: {placement.reason}", queue=name, invalid=True)
         if getattr(placement, "too_complex", False):
             text = f"{subject}: claims {placement.reason}"
             if settings.placement == "Enforce":
@@ -188,15 +188,13 @@ def _decide_workload(c: Prepared, queued: bool = False) -> Decision:
         return deny("QuotaExceeded", exceeds(c.subject, c.route, assignment), queue=name)
     if waiting := c.busy_warning(None):
         warnings.append(waiting)
+    notes = tuple(sorted(set(warnings)))
     if queued:
-        return Decision(
-            True, 200, "Queued", f"{c.subject} waits in {c.where}", tuple(sorted(set(warnings))),
-            queue_name=name, queued=True,
-        )  # fmt: skip
+        message = f"{c.subject} waits in {c.where}"
+        return Decision(Verdict.ADMITTED, "Queued", message, notes, queue_name=name, queued=True)
     return Decision(
-        True, 200, "Admitted", f"{c.subject} fits {c.where}", tuple(sorted(set(warnings))),
-        queue_name=name,
-    )  # fmt: skip
+        Verdict.ADMITTED, "Admitted", f"{c.subject} fits {c.where}", notes, queue_name=name
+    )
 
 
 def _against_usage(c: Prepared, usage: Usage, warnings: list[str], pods: int = 1) -> Assignment:
@@ -242,8 +240,7 @@ def _decide_pod(c: Prepared, live: Usage) -> Decision:
     if waiting := c.busy_warning(assignment.flavors.values()):
         warnings.append(waiting)
     return Decision(
-        allowed=True,
-        code=200,
+        verdict=Verdict.ADMITTED,
         reason="Admitted",
         message=f"{c.subject} admitted to {c.where}",
         warnings=tuple(sorted(set(warnings))),
@@ -263,11 +260,11 @@ def prepare(
     cache: DerivedCache | None = None,
 ) -> Prepared | Decision:
     """The part of a decision that does not depend on usage (see `Prepared`), or the
-    decision itself when that part already settles it: not managed, invalid (400), a
-    missing object (403), unplaceable, unmapped classes. `cache`: what is derived from
+    decision itself when that part already settles it: not managed, invalid, a
+    missing object, unplaceable, unmapped classes. `cache`: what is derived from
     `state` is kept there between calls (`quota.derived`)."""
     if operation == "DELETE":
-        return Decision(True, 200, "NotManaged", "deletions are not checked")
+        return Decision(Verdict.ADMITTED, "NotManaged", "deletions are not checked")
     try:
         return _prepare(as_workload(obj), state, settings, placer, operation, cache)
     except DraquotaError as exc:
@@ -303,8 +300,7 @@ def conclude_job(prepared: Prepared | Decision, usage: Usage) -> Decision:
         return _quota_exceeded(c, assignment)
     charge = charge_of(c.route, c.demand, c.charged, assignment.flavors, "")
     return Decision(
-        allowed=True,
-        code=200,
+        verdict=Verdict.ADMITTED,
         reason="Admitted",
         message=f"{c.subject} ({pods} pods) admitted to {c.where}",
         warnings=tuple(sorted(set(warnings))),

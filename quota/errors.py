@@ -2,13 +2,13 @@
 
 Bad input raises; "does not fit" and "cannot be placed" are ordinary results
 and never raise. Every error carries the object and field path it is about, so
-the webhook can answer 400 with a message a user can act on, and tests can
-match on fields instead of text.
+a refusal carries a message a user can act on (`quota.verdict.refusal`), and tests
+can match on fields instead of text.
 
     DraquotaError
-    ├── InvalidObject        malformed object or unsupported field value (400)
+    ├── InvalidObject        malformed object or unsupported field value (Verdict.INVALID)
     │   └── InvalidQuantity  a quantity that does not parse or is not allowed
-    └── NotFound             a referenced object does not exist (403 denial)
+    └── NotFound             a referenced object does not exist (Verdict.DENIED)
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from quota.queuetable import QueueTable, queue_table
 from quota.routing import DEFAULT_LOCAL_QUEUE, Route, queue_label, subject_of
 from quota.settings import Settings
 from quota.usage import Usage
-from quota.verdict import Decision, deny, refusal
+from quota.verdict import Decision, Verdict, deny, refusal
 from quota.workloads import Workload, as_workload
 
 __all__ = [
@@ -49,7 +49,9 @@ def recheck_pod(
         table = queue_table(state, settings, cache=cache)
         route = _recorded_route(recorded, table) or _usage_route(workload, table)
         if route is None:
-            return Decision(True, 200, "NotManaged", "no LocalQueue: not managed by draquota")
+            return Decision(
+                Verdict.ADMITTED, "NotManaged", "no LocalQueue: not managed by draquota"
+            )
         demand = pod_demand(workload, state, generated=True, cache=cache)
         charged = charged_in(demand, route.queue, table)
         pinned = _recorded_flavors(route.queue, charged, recorded)
@@ -76,14 +78,13 @@ def recheck_pod(
         if recorded is not None:
             charge = at_least(recorded, charge)
             if charge == at_least(recorded, recorded):
-                return Decision(True, 200, "Admitted", "nothing grows", charge=recorded)
+                return Decision(Verdict.ADMITTED, "Admitted", "nothing grows", charge=recorded)
         if not assignment.ok:
             message = exceeds(subject_of(workload), route, assignment)
             return deny("QuotaExceeded", message, queue=route.local.name)
         where = f'ClusterQueue "{route.queue.name}" (LocalQueue {route.local.key})'
         return Decision(
-            True,
-            200,
+            Verdict.ADMITTED,
             "Admitted",
             f"{subject_of(workload)} still fits {where}",
             charge=charge,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -10,17 +11,28 @@ from quota.errors import DraquotaError, NotFound
 
 __all__ = [
     "Decision",
+    "Verdict",
     "deny",
     "refusal",
 ]
 
 
+class Verdict(enum.Enum):
+    """How an admission check ends; the shell maps each refusal to its own answer."""
+
+    ADMITTED = "Admitted"
+    """Allowed: admitted, queued (the pod waits, gated) or not managed by draquota."""
+    DENIED = "Denied"
+    """A valid object that draquota refuses: over quota, unplaceable, a missing object."""
+    INVALID = "Invalid"
+    """A malformed object: draquota cannot read what it asks for."""
+
+
 @dataclass(frozen=True)
 class Decision:
-    """Allowed or denied, with an HTTP-style code, a CamelCase reason and a message."""
+    """A verdict, with a CamelCase reason and a message."""
 
-    allowed: bool
-    code: int
+    verdict: Verdict
     reason: str
     message: str = ""
     warnings: tuple[str, ...] = ()
@@ -30,9 +42,14 @@ class Decision:
     queued: bool = False  # allowed into a queueing ClusterQueue: the pod waits, gated
     shortfall: str = ""  # of a QuotaExceeded denial: what is missing, in which flavors
 
+    @property
+    def allowed(self) -> bool:
+        return self.verdict is Verdict.ADMITTED
 
-def deny(reason: str, message: str, code: int = 403, queue: str | None = None) -> Decision:
-    return Decision(False, code, reason, message, queue_name=queue)
+
+def deny(reason: str, message: str, queue: str | None = None, invalid: bool = False) -> Decision:
+    verdict = Verdict.INVALID if invalid else Verdict.DENIED
+    return Decision(verdict, reason, message, queue_name=queue)
 
 
 def _sentence(message: str) -> str:
@@ -41,8 +58,8 @@ def _sentence(message: str) -> str:
 
 
 def refusal(exc: DraquotaError) -> Decision:
-    """The denial for bad input: a missing object is a 403 naming it, anything else a 400."""
+    """The denial for bad input: a missing object is DENIED naming it, anything else INVALID."""
     if isinstance(exc, NotFound):
         kind = "ClaimNotFound" if exc.kind.startswith("ResourceClaim") else "NotFound"
         return deny(kind, _sentence(str(exc)))
-    return deny("InvalidObject", _sentence(str(exc)), code=400)
+    return deny("InvalidObject", _sentence(str(exc)), invalid=True)

@@ -30,7 +30,7 @@ from quota.queuetable import queue_table
 from quota.recharge import recheck_pod
 from quota.settings import Settings
 from quota.usage import Usage
-from quota.verdict import Decision
+from quota.verdict import Decision, Verdict
 from quota.waiting import ADMISSION_GATE
 from quota.workloads import WORKLOAD_KINDS, as_workload
 from webhook.admission import AdmissionRequest, Outcome
@@ -76,8 +76,12 @@ def _deny(code: int, reason: str, message: str, warnings: tuple[str, ...] = ()) 
     return Outcome(False, code=code, reason=reason, message=message, warnings=warnings)
 
 
+# The one place a verdict of the core becomes an HTTP status code.
+_HTTP_CODE = {Verdict.DENIED: 403, Verdict.INVALID: 400}
+
+
 def _denial(decision: Decision) -> Outcome:
-    code = decision.code if decision.code >= 400 else 403
+    code = _HTTP_CODE[decision.verdict]
     return _deny(code, decision.reason, decision.message, decision.warnings)
 
 
@@ -222,8 +226,7 @@ class Admission:
                 return decision
             return dataclasses.replace(
                 decision,
-                allowed=False,
-                code=403,
+                verdict=Verdict.DENIED,
                 reason="ChargeMismatch",
                 message=mismatch,
                 charge=None,

@@ -19,10 +19,12 @@ from quota.decision import decide
 from quota.livepods import usage_from_pods
 from quota.settings import Settings
 from quota.usage import Usage
-from quota.verdict import Decision
+from quota.verdict import Decision, Verdict
 from tests.quota.queue_builders import scenario_objects, submission_object
 
 FIXTURES = Path(__file__).parent / "fixtures" / "queues"
+# The fixture tables give the answer as the webhook's status code.
+VERDICT_OF_CODE = {200: Verdict.ADMITTED, 403: Verdict.DENIED, 400: Verdict.INVALID}
 
 
 def _scenarios() -> list[Any]:
@@ -38,7 +40,7 @@ def _check(decision: Decision, expect: Mapping[str, Any], where: str) -> None:
     if "reason" in expect:
         assert decision.reason == expect["reason"], where
     if "code" in expect:
-        assert decision.code == expect["code"], where
+        assert decision.verdict is VERDICT_OF_CODE[expect["code"]], where
     if "message" in expect:
         assert decision.message == expect["message"], where
     for text in expect.get("contains", ()):
@@ -63,7 +65,9 @@ def _check(decision: Decision, expect: Mapping[str, Any], where: str) -> None:
     if "node_selector" in expect:
         assert dict(decision.node_selector) == expect["node_selector"], where
     if not decision.allowed:
-        assert decision.charge is None and decision.code in (400, 403), where
+        assert decision.charge is None and decision.verdict in (Verdict.INVALID, Verdict.DENIED), (
+            where
+        )
         assert decision.message and decision.message[0].islower(), where
         assert not decision.message.endswith("."), where
 
@@ -172,7 +176,7 @@ def test_unplaceable_anywhere_denied() -> None:
     pod, state, settings = _placement_setup()
     decision = decide(pod, state, Usage(), settings, FakePlacer({"spot"}, anywhere=False))
     assert not decision.allowed
-    assert decision.reason == "Unplaceable" and decision.code == 403
+    assert decision.reason == "Unplaceable" and decision.verdict is Verdict.DENIED
     assert decision.message == (
         "pod team-a/p: claims cannot be placed on any node: "
         "request r0 of claim devices: needs 9 devices, at most 8"
@@ -197,11 +201,11 @@ class InvalidPlacement:
 
 
 @pytest.mark.parametrize("mode", ["Enforce", "Warn"])
-def test_invalid_claims_found_by_the_placer_are_a_400_in_every_mode(mode: str) -> None:
+def test_invalid_claims_found_by_the_placer_are_invalid_in_every_mode(mode: str) -> None:
     pod, state, settings = _placement_setup(mode)
     decision = decide(pod, state, Usage(), settings, lambda claims, labels: InvalidPlacement())
     assert not decision.allowed
-    assert (decision.code, decision.reason) == (400, "InvalidObject")
+    assert (decision.verdict, decision.reason) == (Verdict.INVALID, "InvalidObject")
     assert "undeclared reference" in decision.message
 
 
@@ -289,10 +293,10 @@ def test_deletes_are_not_checked_but_status_never_exempts_a_pod() -> None:
         ),
     ],
 )
-def test_malformed_object_is_a_400_decision(obj: dict[str, Any], path: str) -> None:
+def test_malformed_object_is_an_invalid_decision(obj: dict[str, Any], path: str) -> None:
     _, state = _small()
     decision = decide(obj, state, Usage(), Settings())
-    assert not decision.allowed and decision.code == 400 and decision.reason == "InvalidObject"
+    assert decision.verdict is Verdict.INVALID and decision.reason == "InvalidObject"
     assert path in decision.message
 
 

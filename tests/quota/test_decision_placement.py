@@ -13,6 +13,7 @@ from quota.cluster import ClusterState
 from quota.decision import decide
 from quota.settings import Settings
 from quota.usage import Usage
+from quota.verdict import Verdict
 from tests.quota.queue_builders import scenario_objects, submission_object
 
 SCENARIO = {
@@ -101,7 +102,7 @@ def test_too_complex_claims_are_denied_under_enforce_with_how_to_simplify() -> N
         pod, state, Usage(), settings, Placer({None: Answer(False, COMPLEX, too_complex=True)})
     )
     assert not decision.allowed
-    assert (decision.code, decision.reason) == (403, "TooComplex")
+    assert (decision.verdict, decision.reason) == (Verdict.DENIED, "TooComplex")
     assert decision.message == f"pod team-a/p: claims {COMPLEX}"
 
 
@@ -131,7 +132,7 @@ def test_too_complex_is_not_reported_as_unplaceable_or_invalid(mode: str) -> Non
         ),
     )
     assert decision.reason not in ("Unplaceable", "InvalidObject")
-    assert decision.code != 400
+    assert decision.verdict is not Verdict.INVALID
 
 
 def test_busy_warning_judges_the_nodes_of_the_chosen_flavor_not_the_whole_cluster() -> None:

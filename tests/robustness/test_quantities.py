@@ -1,4 +1,4 @@
-"""Huge quantities of issue 10: a 400 naming the field at admission, saturated for live pods."""
+"""Huge quantities of issue 10: invalid at admission, naming the field; saturated for live pods."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from quota.quantity import INT64_MAX
 from quota.recharge import recompute_charge
 from quota.settings import Settings
 from quota.usage import Usage
+from quota.verdict import Verdict
 from quota.workloads import as_workload
 from tests.quota.queue_builders import scenario_objects
 
@@ -42,10 +43,10 @@ def cpu_pod(cpu: str, containers: int = 1) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("value", HUGE)
-def test_admission_of_an_out_of_range_quantity_is_a_400_naming_the_field(value: str) -> None:
+def test_admission_of_an_out_of_range_quantity_is_invalid_naming_the_field(value: str) -> None:
     state = ClusterState(scenario_objects(SCENARIO))
     decision = decide(cpu_pod(value), state, Usage(), Settings())
-    assert (decision.allowed, decision.code, decision.reason) == (False, 400, "InvalidObject")
+    assert (decision.verdict, decision.reason) == (Verdict.INVALID, "InvalidObject")
     assert decision.message.startswith(
         "pod team-a/p: spec.containers[0].resources.requests[cpu]: quantity "
     )

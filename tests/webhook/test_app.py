@@ -209,7 +209,7 @@ def test_claim_template_missing_everywhere_is_denied_naming_it() -> None:
     h = Harness()
     response = h.call("validate", review(pod("p", templates=("ghost",))))
     assert not response["allowed"]
-    assert response["status"]["reason"] == "ClaimNotFound"
+    assert (response["status"]["code"], response["status"]["reason"]) == (403, "ClaimNotFound")
     assert "ResourceClaimTemplate team-a/ghost not found" in response["status"]["message"]
     assert h.backend.fetched == [("ResourceClaimTemplate", NAMESPACE, "ghost")]
 

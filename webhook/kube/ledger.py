@@ -37,7 +37,7 @@ from quota.charge import Charge
 from quota.cluster import ClusterState
 from quota.settings import Settings
 from quota.usage import Usage
-from quota.verdict import Decision
+from quota.verdict import Decision, Verdict
 from webhook.backend import SyncedUsage, valid_reservation_id
 from webhook.kube.client import ApiError, KubeClient, TransportError
 from webhook.kube.periodic import Periodic
@@ -446,8 +446,7 @@ class ClusterLedger(SyncedUsage):
 def _fail_closed(decision: Decision, name: str, why: str) -> Decision:
     return dataclasses.replace(
         decision,
-        allowed=False,
-        code=403,
+        verdict=Verdict.DENIED,
         reason="LedgerUnavailable",
         message=f"draquota cannot reserve quota now: QuotaLedger {name}: {why}; retry",
         charge=None,
