@@ -191,9 +191,11 @@ def _decide_workload(c: Prepared, queued: bool = False) -> Decision:
     notes = tuple(sorted(set(warnings)))
     if queued:
         message = f"{c.subject} waits in {c.where}"
-        return Decision(Verdict.ADMITTED, "Queued", message, notes, queue_name=name, queued=True)
+        return Decision(
+            Verdict.ADMITTED, "Queued", message, notes, local_queue_name=name, queued=True
+        )
     return Decision(
-        Verdict.ADMITTED, "Admitted", f"{c.subject} fits {c.where}", notes, queue_name=name
+        Verdict.ADMITTED, "Admitted", f"{c.subject} fits {c.where}", notes, local_queue_name=name
     )
 
 
@@ -246,7 +248,7 @@ def _decide_pod(c: Prepared, live: Usage) -> Decision:
         warnings=tuple(sorted(set(warnings))),
         charge=charge_of(c.route, c.demand, charged, assignment.flavors, ""),
         node_selector=node_labels(c.table, assignment.flavors),
-        queue_name=c.route.local.name,
+        local_queue_name=c.route.local.name,
     )
 
 
@@ -306,7 +308,7 @@ def conclude_job(prepared: Prepared | Decision, usage: Usage) -> Decision:
         warnings=tuple(sorted(set(warnings))),
         charge=times(charge, pods),
         node_selector=node_labels(c.table, assignment.flavors),
-        queue_name=c.route.local.name,
+        local_queue_name=c.route.local.name,
     )
 
 

@@ -88,7 +88,7 @@ def recheck_pod(
             "Admitted",
             f"{subject_of(workload)} still fits {where}",
             charge=charge,
-            queue_name=route.local.name,
+            local_queue_name=route.local.name,
         )
     except DraquotaError as exc:
         return refusal(exc)

@@ -38,7 +38,7 @@ class Decision:
     warnings: tuple[str, ...] = ()
     charge: Charge | None = None
     node_selector: Mapping[str, str] = field(default_factory=dict)
-    queue_name: str | None = None
+    local_queue_name: str | None = None  # of the LocalQueue the object was routed to
     queued: bool = False  # allowed into a queueing ClusterQueue: the pod waits, gated
     shortfall: str = ""  # of a QuotaExceeded denial: what is missing, in which flavors
 
@@ -49,7 +49,7 @@ class Decision:
 
 def deny(reason: str, message: str, queue: str | None = None, invalid: bool = False) -> Decision:
     verdict = Verdict.INVALID if invalid else Verdict.DENIED
-    return Decision(verdict, reason, message, queue_name=queue)
+    return Decision(verdict, reason, message, local_queue_name=queue)
 
 
 def _sentence(message: str) -> str:

@@ -314,8 +314,8 @@ def _record(
     queue = ""
     if decision is not None and decision.charge is not None:
         queue = decision.charge.local_queue
-    elif decision is not None and decision.queue_name:
-        queue = f"{req.namespace or 'default'}/{decision.queue_name}"
+    elif decision is not None and decision.local_queue_name:
+        queue = f"{req.namespace or 'default'}/{decision.local_queue_name}"
     reason = outcome.reason or (decision.reason if decision else "") or "Allowed"
     metrics.observe_latency(endpoint, elapsed)
     metrics.decisions.labels(

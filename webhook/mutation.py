@@ -74,9 +74,9 @@ def _strip_charge(metadata: Mapping[str, Any]) -> list[PatchOp]:
 
 def _queue_label(metadata: Mapping[str, Any], decision: Decision) -> list[PatchOp]:
     """The queue label of a pod resolved through its namespace's `default` LocalQueue."""
-    if not decision.queue_name:
+    if not decision.local_queue_name:
         return []
-    labels = {QUEUE_LABEL: decision.queue_name}
+    labels = {QUEUE_LABEL: decision.local_queue_name}
     return _set_entries(metadata.get("labels"), "/metadata/labels", labels, overwrite=False)
 
 

@@ -5,11 +5,11 @@ The allocator answers for one node; placement picks the node, searching
 (`quota.placement.index`), and says why when no node will do
 (`quota.placement.diagnosis`).
 
-Admission asks whether the claims can EVER be placed (`Placer.__call__`): on the
+Admission asks whether the claims can EVER be placed (`ClusterPlacer.__call__`): on the
 published devices, ignoring current allocations, because devices free up and
 quota, not the webhook, shares them out. It first tries the devices free now; when
 that fails but an empty cluster would do, the answer is ok with `now=False` and a
-reason saying why not now (the request the free devices cannot meet). `Placer.place`
+reason saying why not now (the request the free devices cannot meet). `ClusterPlacer.place`
 (the allocate command) answers for now.
 
 Outcomes: `Placement(ok=True, node, allocations)`; `ok=False` with a reason
@@ -18,7 +18,7 @@ the claims are invalid input (CEL error, unknown class, > 32 devices);
 `ok=False, too_complex=True` when answering would need more than the work budget
 (search steps, CEL cost: `quota.allocator.budget`). Placement never raises for
 cluster content: malformed ResourceSlices and DeviceClasses are skipped and listed
-in `Placer.problems`.
+in `ClusterPlacer.problems`.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from quota.placement.diagnosis import claim_label, diagnose
 from quota.placement.index import INDEX_KINDS, Index, labels_match
 from quota.placement.search import search
 
-__all__ = ["NO_SLICES", "Placement", "Placer", "make_placer", "place_claims"]
+__all__ = ["NO_SLICES", "ClusterPlacer", "Placement", "make_placer", "place_claims"]
 
 NO_SLICES = "the cluster publishes no ResourceSlices: placement not judged"
 
@@ -59,7 +59,7 @@ class Placement:
     cost: int = 0  # CEL cost spent
 
 
-class Placer:
+class ClusterPlacer:
     """Places the claims of pods on the cluster view; cached per revision, thread-safe.
 
     `steps` and `cel_cost` are the work budget of one placement question
@@ -193,9 +193,9 @@ def _merge(
 
 def make_placer(
     state: ClusterState, steps: int = DEFAULT_SEARCH_STEPS, cel_cost: int = DEFAULT_CEL_COST
-) -> Placer:
+) -> ClusterPlacer:
     """A placer for admission: `placer(claims, node_labels)` -> Placement (cached indexes)."""
-    return Placer(state, steps, cel_cost)
+    return ClusterPlacer(state, steps, cel_cost)
 
 
 def place_claims(
@@ -207,6 +207,6 @@ def place_claims(
     """Place all claims together on one node of `state` (the named `node` if given).
 
     Builds the placement index for this one question: to ask more than one, keep a
-    `Placer` (`make_placer`), which keeps its index until the cluster view changes.
+    `ClusterPlacer` (`make_placer`), which keeps its index until the cluster view changes.
     """
-    return Placer(state).place(claims, node_labels, node)
+    return ClusterPlacer(state).place(claims, node_labels, node)

@@ -310,7 +310,7 @@ def test_admitted_charge_round_trips_through_the_annotation() -> None:
     state.upsert(stamped)
     rebuilt = usage_from_pods(state, Settings(), time.time())
     assert rebuilt.charge_of("team-a/p") == decision.charge
-    assert decision.queue_name == "default"
+    assert decision.local_queue_name == "default"
 
 
 def test_denial_of_a_generated_pod_names_its_owner() -> None:

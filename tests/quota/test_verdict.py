@@ -63,4 +63,4 @@ def test_verdict_and_reason(decision: Decision, verdict: Verdict, reason: str) -
 def test_a_denial_names_its_queue_and_reads_like_a_kubernetes_error() -> None:
     decision = refusal(NotFound("ResourceClaim", "team-a", "c0", "Pod team-a/p"))
     assert decision.message == "pod team-a/p: ResourceClaim team-a/c0 not found"
-    assert deny("QuotaExceeded", "over", queue="default").queue_name == "default"
+    assert deny("QuotaExceeded", "over", queue="default").local_queue_name == "default"

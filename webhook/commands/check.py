@@ -90,7 +90,7 @@ def _item(obj: Mapping[str, Any], decision: Decision) -> dict[str, Any]:
         "warnings": list(decision.warnings),
         "charge": decision.charge.to_dict() if decision.charge else None,
         "nodeSelector": dict(decision.node_selector),
-        "localQueue": decision.queue_name,
+        "localQueue": decision.local_queue_name,
         "waits": decision.queued,
     }
 
