@@ -93,7 +93,8 @@ def _strings(value: Any, ref: str, path: str) -> dict[str, str]:
 class Charge:
     """What one pod holds in its ClusterQueue.
 
-    `usage` is the per-pod part (resource -> amount, cpu in millicores);
+    `per_pod` is what the pod itself holds (resource -> amount, cpu in millicores;
+    "usage" in the annotation);
     `shared_claims` ("ns/claim" -> resource -> amount) is charged once per queue
     however many of its pods use the claim; `flavors` maps each charged resource
     to the flavor it was assigned.
@@ -102,7 +103,7 @@ class Charge:
     cluster_queue: str
     local_queue: str
     flavors: Mapping[str, str] = field(default_factory=dict)
-    usage: Mapping[str, int] = field(default_factory=dict)
+    per_pod: Mapping[str, int] = field(default_factory=dict)
     device_classes: Mapping[str, int] = field(default_factory=dict)
     shared_claims: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     reservation: str = ""
@@ -113,7 +114,7 @@ class Charge:
             "clusterQueue": self.cluster_queue,
             "localQueue": self.local_queue,
             "flavors": dict(sorted(self.flavors.items())),
-            "usage": dict(sorted(self.usage.items())),
+            "usage": dict(sorted(self.per_pod.items())),
             "deviceClasses": dict(sorted(self.device_classes.items())),
             "sharedClaims": {
                 claim: dict(sorted(amounts.items()))
@@ -164,7 +165,7 @@ class Charge:
             cluster_queue=cluster_queue,
             local_queue=local_queue,
             flavors=_strings(_or_empty(data.get("flavors")), ref, f"{path}.flavors"),
-            usage=_amounts(_or_empty(data.get("usage")), ref, f"{path}.usage"),
+            per_pod=_amounts(_or_empty(data.get("usage")), ref, f"{path}.usage"),
             device_classes=_amounts(
                 _or_empty(data.get("deviceClasses")), ref, f"{path}.deviceClasses"
             ),
@@ -178,7 +179,7 @@ class Charge:
     def flavor_usage(self) -> dict[FlavorResource, int]:
         """The per-pod usage keyed by (flavor, resource); shared claims are not included."""
         out: dict[FlavorResource, int] = {}
-        for resource, value in sorted(self.usage.items()):
+        for resource, value in sorted(self.per_pod.items()):
             flavor = self.flavors.get(resource)
             if flavor is not None and value:
                 out[FlavorResource(flavor, resource)] = value
@@ -201,9 +202,9 @@ def at_least(admitted: Charge, current: Charge) -> Charge:
 
     Flavors of the admitted record win: the pod was pinned to their nodes.
     """
-    usage = dict(current.usage)
-    for resource, value in admitted.usage.items():
-        usage[resource] = max(usage.get(resource, 0), value)
+    per_pod = dict(current.per_pod)
+    for resource, value in admitted.per_pod.items():
+        per_pod[resource] = max(per_pod.get(resource, 0), value)
     classes = dict(current.device_classes)
     for name, value in admitted.device_classes.items():
         classes[name] = max(classes.get(name, 0), value)
@@ -216,7 +217,7 @@ def at_least(admitted: Charge, current: Charge) -> Charge:
         cluster_queue=admitted.cluster_queue,
         local_queue=admitted.local_queue,
         flavors={**current.flavors, **admitted.flavors},
-        usage=dict(sorted(usage.items())),
+        per_pod=dict(sorted(per_pod.items())),
         device_classes=dict(sorted(classes.items())),
         shared_claims=dict(sorted(shared.items())),
     )
@@ -227,6 +228,6 @@ def times(charge: Charge, pods: int) -> Charge:
     shared claims once."""
     return dataclasses.replace(
         charge,
-        usage={r: sat_mul(v, pods) for r, v in charge.usage.items()},
+        per_pod={r: sat_mul(v, pods) for r, v in charge.per_pod.items()},
         device_classes={c: sat_mul(v, pods) for c, v in charge.device_classes.items()},
     )

@@ -89,7 +89,7 @@ def charge_of(
         cluster_queue=route.queue.name,
         local_queue=route.local.key,
         flavors=dict(flavors),
-        usage=dict(charged.per_pod),
+        per_pod=dict(charged.per_pod),
         device_classes=demand.all_devices(),
         shared_claims={c: dict(a) for c, a in charged.shared.items() if a},
         reservation=reservation,

@@ -13,7 +13,7 @@ CHARGE = Charge(
     cluster_queue="team-a",
     local_queue="team-a/user-queue",
     flavors={"gpus": "on-demand", "cpu": "default"},
-    usage={"gpus": 2, "cpu": 1500},
+    per_pod={"gpus": 2, "cpu": 1500},
     device_classes={"gpu.example.com": 3},
     shared_claims={"team-a/shared": {"gpus": 1}},
 )

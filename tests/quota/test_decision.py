@@ -58,7 +58,7 @@ def _check(decision: Decision, expect: Mapping[str, Any], where: str) -> None:
         for resource, flavor in expect["flavors"].items():
             assert charge.flavors[resource] == flavor, f"{where}: {charge.flavors}"
     if "usage" in expect:
-        assert charge is not None and dict(charge.usage) == expect["usage"], f"{where}: {charge}"
+        assert charge is not None and dict(charge.per_pod) == expect["usage"], f"{where}: {charge}"
     if "shared_claims" in expect:
         assert charge is not None, where
         assert {k: dict(v) for k, v in charge.shared_claims.items()} == expect["shared_claims"]

@@ -73,4 +73,4 @@ def test_saturating_is_only_for_bad_values() -> None:
 def test_live_pod_with_an_out_of_range_quantity_stays_in_usage(value: str) -> None:
     state = ClusterState(scenario_objects(SCENARIO))
     charge = recompute_charge(cpu_pod(value), state, Settings())
-    assert charge is not None and charge.usage == {"cpu": INT64_MAX}
+    assert charge is not None and charge.per_pod == {"cpu": INT64_MAX}

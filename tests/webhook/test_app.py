@@ -100,7 +100,7 @@ def test_admitted_pod_is_labelled_stamped_and_reserved() -> None:
     assert mutated["allowed"] and validated["allowed"]
     assert final["metadata"]["labels"][QUEUE_LABEL] == "default"
     charge = Charge.from_annotation(final["metadata"]["annotations"][CHARGE_ANNOTATION], "p")
-    assert charge.usage == {"gpu": 2}
+    assert charge.per_pod == {"gpu": 2}
     assert set(h.ledger.reservations()) == {final["metadata"]["uid"]}
 
 

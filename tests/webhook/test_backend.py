@@ -142,7 +142,7 @@ _charges = st.builds(
     cluster_queue=st.sampled_from(["q1", "q2"]),
     local_queue=st.just("ns/lq"),
     flavors=st.just({"gpu": "f1", "cpu": "f2"}),
-    usage=st.dictionaries(st.sampled_from(["gpu", "cpu"]), st.integers(0, 5)),
+    per_pod=st.dictionaries(st.sampled_from(["gpu", "cpu"]), st.integers(0, 5)),
     shared_claims=st.dictionaries(
         st.sampled_from(["ns/c1", "ns/c2"]),
         st.dictionaries(st.sampled_from(["gpu", "cpu"]), st.integers(0, 5)),

@@ -60,14 +60,14 @@ def test_charge_annotation_records_the_recomputed_charge_for_people_to_read() ->
     _, mutated = _mutate(pod(templates=("one-gpu", "one-gpu")))
     charge = Charge.from_annotation(mutated["metadata"]["annotations"][CHARGE_ANNOTATION], "pod")
     # no reservation id: the record is kept by pod UID where users cannot write
-    assert (charge.cluster_queue, charge.usage, charge.reservation) == (QUEUE, {"gpu": 2}, "")
+    assert (charge.cluster_queue, charge.per_pod, charge.reservation) == (QUEUE, {"gpu": 2}, "")
 
 
 def test_forged_charge_annotation_is_replaced() -> None:
     forged = Charge(QUEUE, "team-a/default", {"gpu": "a100"}, {"gpu": 0}).to_annotation()
     _, mutated = _mutate(pod(annotations={CHARGE_ANNOTATION: forged}))
     charge = Charge.from_annotation(mutated["metadata"]["annotations"][CHARGE_ANNOTATION], "pod")
-    assert charge.usage == {"gpu": 1}
+    assert charge.per_pod == {"gpu": 1}
 
 
 def test_flavor_node_labels_become_the_node_selector() -> None:
