@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 
 from certs.material import TLS_CRT, TLS_KEY
+from certs.periodic import Periodic
 
 __all__ = ["CertReloader"]
 
@@ -33,8 +34,7 @@ class CertReloader:
         self.last_error = ""
         self._digest = b""
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._periodic = Periodic("draquota-cert-reloader", interval, self.check)
 
     @property
     def loaded(self) -> bool:
@@ -82,21 +82,9 @@ class CertReloader:
             await asyncio.sleep(self.interval)
             self.check()
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.check()
-
     def start(self) -> None:
         """Poll from a background thread instead (for servers without an event loop)."""
-        if self._thread is None:
-            self._stop.clear()
-            self._thread = threading.Thread(
-                target=self._loop, name="draquota-cert-reloader", daemon=True
-            )
-            self._thread.start()
+        self._periodic.start()
 
     def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+        self._periodic.stop(timeout)

@@ -9,7 +9,6 @@ passed, so a missed cycle or two still leaves most of a third of its lifetime.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 
@@ -20,6 +19,7 @@ from certs.authority import create_ca
 from certs.bundle import merge_bundle, prune_bundle
 from certs.keypair import lifetime_fraction
 from certs.material import TlsMaterial
+from certs.periodic import Periodic
 from certs.serving import ServingSpec, create_serving_cert, subject_alt_names
 from certs.store import BundlePublisher, CertStore, StoreConflict
 
@@ -139,8 +139,7 @@ class Rotator:
         self.renew_at = renew_at
         self.clock = clock
         self.last_error = ""
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._periodic = Periodic("draquota-cert-rotator", interval, self._pass)
 
     def run_once(self) -> str:
         """One pass: renew if needed (publishing the bundle first), else re-publish; what it did."""
@@ -169,10 +168,6 @@ class Rotator:
         log.info("certificates renewed: %s", reason)
         return reason
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            self._pass()
-
     def _pass(self) -> None:
         try:
             self.run_once()
@@ -182,17 +177,11 @@ class Rotator:
             log.warning("certificate rotation failed: %s", self.last_error)
 
     def start(self) -> None:
-        if self._thread is not None:
+        """One pass now (a certificate exists when this returns), then one per interval."""
+        if self._periodic.running:
             return
-        self._stop.clear()
         self._pass()
-        self._thread = threading.Thread(
-            target=self._loop, name="draquota-cert-rotator", daemon=True
-        )
-        self._thread.start()
+        self._periodic.start()
 
     def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-            self._thread = None
+        self._periodic.stop(timeout)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from certs.periodic import Periodic
 from quota.charge import Charge
 from quota.cluster import ClusterState, Obj
 from quota.errors import DraquotaError
@@ -127,20 +128,15 @@ class StateDirBackend:
         self.state = load_state(root)
         self._error = ""
         self._reloads = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        # The watcher must survive anything a half-written file does: Periodic logs and goes on.
+        self._watch = Periodic("state-dir-watch", watch_interval or 0.0, self.poll)
 
     def start(self) -> None:
-        if self.watch_interval and self._thread is None:
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._watch, name="state-dir-watch", daemon=True)
-            self._thread.start()
+        if self.watch_interval:
+            self._watch.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        self._watch.stop()
 
     def ready(self) -> tuple[bool, str]:
         return (not self._error, self._error)
@@ -176,14 +172,6 @@ class StateDirBackend:
         self._error = ""
         self._reloads += 1
         log.info("state reloaded", extra={"root": str(self.root)})
-
-    def _watch(self) -> None:
-        assert self.watch_interval
-        while not self._stop.wait(self.watch_interval):
-            try:
-                self.poll()
-            except Exception:  # the watcher must survive anything a half-written file does
-                log.exception("state watch failed")
 
 
 class SyncedUsage:

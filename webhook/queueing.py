@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from certs.periodic import Periodic
 from quota.charging import node_selector_of
 from quota.cluster import Obj
 from quota.decision import Prepared, conclude, conclude_job, prepare
@@ -41,7 +42,6 @@ from quota.verdict import Decision
 from quota.waiting import Waiting, admit_in_order, waiting_in
 from webhook.backend import Backend, Ledger
 from webhook.gatedpods import GatedPods
-from webhook.kube.periodic import Periodic
 from webhook.metrics import Metrics
 from webhook.podusage import job_holder
 

@@ -30,8 +30,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from certs.periodic import Periodic
 from webhook.kube.client import ApiError, KubeClient, TransportError
-from webhook.kube.periodic import Periodic
 
 __all__ = ["LeaseElector", "micro_time"]
 

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from certs.periodic import Periodic
 from quota.charge import Charge
 from quota.cluster import ClusterState
 from quota.settings import Settings
@@ -40,7 +41,6 @@ from quota.usage import Usage
 from quota.verdict import Decision, Verdict
 from webhook.backend import SyncedUsage, valid_reservation_id
 from webhook.kube.client import ApiError, KubeClient, TransportError
-from webhook.kube.periodic import Periodic
 from webhook.kube.reservations import (
     SHARD_BYTES,
     Reservation,

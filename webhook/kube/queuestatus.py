@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from certs.periodic import Periodic
 from quota.cluster import ClusterState
 from quota.derived import DerivedCache
 from quota.queuetable import QueueTable, queue_table
@@ -24,7 +25,6 @@ from quota.usage import Usage
 from quota.waiting import Waiting, waiting_in
 from webhook.gatedpods import GatedPods
 from webhook.kube.client import ApiError, KubeClient, TransportError
-from webhook.kube.periodic import Periodic
 from webhook.kube.resources import QUOTA_GROUP, QUOTA_VERSION, ResourceType
 
 __all__ = ["CLUSTER_QUEUE", "QueueStatusWriter"]

@@ -1,4 +1,10 @@
-"""A background pass run every few seconds while the cluster caches are ready."""
+"""A background pass run every few seconds: the one loop of every periodic task of the shell.
+
+Certificate rotation and reloading, the `--state` directory watch, the ledger's
+reconciler, queue status, the Lease and the queueing controller all run on it. It
+lives in `certs`, the package of the shell that imports none of the others, so that
+each of them can use it.
+"""
 
 from __future__ import annotations
 
@@ -32,10 +38,14 @@ class Periodic:
             self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
             self._thread.start()
 
-    def stop(self) -> None:
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(5)
+            self._thread.join(timeout)
             self._thread = None
 
     def _loop(self) -> None:
