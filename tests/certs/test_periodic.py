@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 
 from certs.periodic import Periodic
 
 
-def _wait_for(condition: object, timeout: float = 5.0) -> None:
+def _wait_for(condition: Callable[[], object], timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
-    while not condition() and time.monotonic() < deadline:  # type: ignore[operator]
+    while not condition() and time.monotonic() < deadline:
         time.sleep(0.005)
 
 
