@@ -11,11 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from quota.claimspec import ClaimSpec, FieldReader, api_version_of, parse_claim_spec
+from quota.claimspec import ClaimSpec, api_version_of, parse_claim_spec
 from quota.cluster import ClusterState, Obj
 from quota.derived import DerivedCache
 from quota.devices import claim_devices
 from quota.errors import InvalidObject, NotFound, object_ref
+from quota.fields import FieldReader
 
 __all__ = ["ClaimRef", "PodClaim", "claim_references", "claim_spec_of", "expand_pod_claims"]
 

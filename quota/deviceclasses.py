@@ -6,8 +6,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from quota.claimspec import ClaimConfig, FieldReader, api_version_of
+from quota.claimspec import ClaimConfig, api_version_of
 from quota.errors import object_ref
+from quota.fields import FieldReader
 
 __all__ = [
     "IMPLICIT_EXTENDED_PREFIX",

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from quota.claimspec import FieldReader
 from quota.deviceclasses import IMPLICIT_EXTENDED_PREFIX
 from quota.errors import InvalidQuantity
+from quota.fields import FieldReader
 from quota.quantity import amount, parse_quantity, sat_add, saturating_amount, whole_quantity
 
 __all__ = ["PodResources", "pod_resources"]

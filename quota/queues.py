@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from quota.charge import FlavorResource
-from quota.claimspec import FieldReader
 from quota.cluster import Obj
 from quota.errors import object_ref
+from quota.fields import FieldReader
 from quota.quantity import amount, parse_quantity
 from quota.selectors import LABEL_OPERATORS
 from quota.strict import Schema, frozen_schema, reject_unknown_fields

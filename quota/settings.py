@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from quota.claimspec import FieldReader
 from quota.errors import InvalidObject
+from quota.fields import FieldReader
 from quota.strict import Schema, frozen_schema, reject_unknown_fields
 
 __all__ = [

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from quota.claimspec import FieldReader
 from quota.cluster import Obj
 from quota.errors import InvalidObject, object_ref
+from quota.fields import FieldReader
 
 __all__ = ["WORKLOAD_KINDS", "Workload", "as_workload"]
 

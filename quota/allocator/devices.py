@@ -13,8 +13,9 @@ from decimal import Decimal
 from typing import Any, NamedTuple
 
 from quota.allocator.celtypes import QUANTITY_KEY, semver_value
-from quota.claimspec import FieldReader, api_version_of
+from quota.claimspec import api_version_of
 from quota.errors import object_ref
+from quota.fields import FieldReader
 from quota.quantity import parse_quantity
 
 __all__ = [

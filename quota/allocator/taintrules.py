@@ -14,9 +14,9 @@ from typing import Any
 from quota.allocator.cel import compile_selector
 from quota.allocator.devices import Device, Slice
 from quota.allocator.errors import AllocationError
-from quota.claimspec import FieldReader
 from quota.deviceclasses import DeviceClass
 from quota.errors import object_ref
+from quota.fields import FieldReader
 
 __all__ = ["TaintRule", "apply_taint_rules", "parse_taint_rule"]
 
