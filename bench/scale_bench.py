@@ -243,6 +243,7 @@ class Load:
         self.context = context
         self.create = create
         self.latencies: list[float] = []
+        self.steps: dict[str, list[float]] = {"mutate": [], "validate": []}
         self.outcomes: dict[str, int] = {}
         self._next = 0
 
@@ -252,12 +253,15 @@ class Load:
         pod = new_pod(index)
         started = time.perf_counter()
         mutated = (await hook.post("/mutate", content=_review(pod, str(uuid.uuid4())))).json()
+        self.steps["mutate"].append(time.perf_counter() - started)
         answer = mutated["response"]
         if answer["allowed"]:
             if answer.get("patch"):
                 pod = jsonpatch.apply_patch(pod, orjson.loads(base64.b64decode(answer["patch"])))
             pod["metadata"]["uid"] = str(uuid.uuid4())  # the API server sets it before validation
+            validating = time.perf_counter()
             validated = await hook.post("/validate", content=_review(pod, str(uuid.uuid4())))
+            self.steps["validate"].append(time.perf_counter() - validating)
             answer = validated.json()["response"]
         self.latencies.append(time.perf_counter() - started)
         reason = "Allowed" if answer["allowed"] else answer["status"].get("reason", "?")
@@ -286,8 +290,49 @@ class Load:
             "admissions": len(self.latencies),
             "per_second": len(self.latencies) / elapsed,
             **_percentiles(self.latencies),
+            **{
+                f"{step}_{key}": value
+                for step, samples in self.steps.items()
+                for key, value in _percentiles(samples).items()
+            },
             "outcomes": dict(sorted(self.outcomes.items())),
         }
+
+
+Buckets = dict[str, list[tuple[float, float]]]  # endpoint -> (upper bound, cumulative count)
+
+
+def served_latency(url: str, context: ssl.SSLContext) -> Buckets:
+    """The replica's own answer-time histogram (`draquota_admission_duration_seconds`)."""
+    text = httpx.get(f"{url}/metrics", verify=context, timeout=30).text
+    out: Buckets = {}
+    for line in text.splitlines():
+        if not line.startswith("draquota_admission_duration_seconds_bucket{"):
+            continue
+        labels, value = line.rsplit(" ", 1)
+        fields = dict(p.split("=", 1) for p in labels[labels.index("{") + 1 : -1].split(","))
+        bound = fields["le"].strip('"')
+        upper = float("inf") if bound == "+Inf" else float(bound)
+        out.setdefault(fields["endpoint"].strip('"'), []).append((upper, float(value)))
+    return out
+
+
+def served_quantiles(before: Buckets, after: Buckets, endpoint: str) -> dict[str, float]:
+    """p50/p99 in ms of the answers between two scrapes, interpolated within a bucket as
+    Prometheus' histogram_quantile does (so only as fine as the buckets)."""
+    counts = [(u, c - dict(before.get(endpoint, [])).get(u, 0.0)) for u, c in after[endpoint]]
+    total = counts[-1][1]
+    out: dict[str, float] = {}
+    for name, q in (("p50_ms", 0.5), ("p99_ms", 0.99)):
+        rank, lower, below = q * total, 0.0, 0.0
+        for upper, count in counts:
+            if count >= rank:
+                width = (upper if upper != float("inf") else lower) - lower
+                share = (rank - below) / max(count - below, 1e-9)
+                out[name] = 1000 * (lower + width * share)
+                break
+            lower, below = upper, count
+    return out
 
 
 def _percentiles(samples: list[float]) -> dict[str, float]:
@@ -399,11 +444,14 @@ def _measure(args: argparse.Namespace, size: Size, work: Path, api_url: str) -> 
         time.sleep(args.idle)
         result["rss_idle_mib"] = rss_mib(pid)
         Load(url, api_url, context, create=False).run(args.connections, 2)  # warm-up
+        before = served_latency(url, context)
         with _profiler(args.profile, pid, args.seconds):
             load = Load(url, api_url, context, create=not args.kubeconfig).run(
                 args.connections, args.seconds
             )
+        after = served_latency(url, context)
         result["admission"] = load
+        result["served"] = {e: served_quantiles(before, after, e) for e in ("mutate", "validate")}
         result["rss_load_mib"] = rss_mib(pid)
     print(f"  {json.dumps(result)}", flush=True)
     return result
@@ -445,6 +493,20 @@ def report(results: list[dict[str, Any]]) -> str:
             f"| {p.get('changed_p50_ms', 0):.2f} / {p.get('changed_p99_ms', 0):.2f} "
             f"| {p.get('index_build_ms', 0):.0f} |"
         )
+    lines += [
+        "",
+        "| pods | /mutate p50 / p99 ms, client | served | /validate p50 / p99 ms, client "
+        "| served |",
+        "|---:|---|---|---|---|",
+    ]
+    for r in results:
+        a, served = r["admission"], r.get("served", {})
+        cells = []
+        for step in ("mutate", "validate"):
+            own = served.get(step, {})
+            cells.append(f"{a.get(f'{step}_p50_ms', 0):.1f} / {a.get(f'{step}_p99_ms', 0):.1f}")
+            cells.append(f"{own.get('p50_ms', 0):.1f} / {own.get('p99_ms', 0):.1f}")
+        lines.append(f"| {r['pods']} | " + " | ".join(cells) + " |")
     if len(results) > 1:
         first, last = results[0], results[-1]
         growth = last["admission"]["p50_ms"] / max(first["admission"]["p50_ms"], 1e-9)
