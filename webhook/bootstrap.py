@@ -35,10 +35,19 @@ class Component(Protocol):
 
 
 class InOrder:
-    """Components started in the order given and stopped in reverse."""
+    """Components started in the order given and stopped in reverse; warming while any of
+    them is (the backend is not ready until the ledger and the placement index are warm)."""
 
     def __init__(self, *components: Component) -> None:
         self.components = components
+
+    def warming(self) -> str:
+        """Why a component is not ready yet ("" once none is warming)."""
+        for component in self.components:
+            warming = getattr(component, "warming", None)
+            if warming is not None and (why := warming()):
+                return str(why)
+        return ""
 
     def start(self) -> None:
         for component in self.components:

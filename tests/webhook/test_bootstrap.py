@@ -43,6 +43,26 @@ def test_parts_start_in_order_and_stop_in_reverse() -> None:
     ]
 
 
+class Warming(Part):
+    def __init__(self, name: str, log: list[str]) -> None:
+        super().__init__(name, log)
+        self.why = f"{name} loading"
+
+    def warming(self) -> str:
+        return self.why
+
+
+def test_parts_warm_until_every_one_of_them_is_warm() -> None:
+    log: list[str] = []
+    ledger, index = Warming("ledger", log), Warming("index", log)
+    parts = InOrder(ledger, Part("elector", log), index)
+    assert parts.warming() == "ledger loading"
+    ledger.why = ""
+    assert parts.warming() == "index loading"
+    index.why = ""
+    assert parts.warming() == ""
+
+
 def test_an_embedded_replica_decides_over_its_directory_with_a_memory_ledger(
     tmp_path: Path,
 ) -> None:
@@ -65,13 +85,22 @@ def test_a_live_replica_starts_its_ledger_with_the_backend_and_stops_the_queue_f
         assert isinstance(wiring, Wiring)
         backend, ledger = wiring.backend, wiring.ledger
         assert isinstance(backend, KubeBackend) and isinstance(ledger, ClusterLedger)
+        parts = backend._companions[0]  # type: ignore[attr-defined]
+        # Before start the ledger is cold, and the parts say so: ready() asks them.
+        assert parts.warming() == ledger.warming() != ""
+        held = Warming("test gate", [])
+        backend.attach(held)
         backend.start()
         try:
-            assert backend.wait_until_ready(10), backend.ready()
             deadline = time.monotonic() + 10
-            while ledger.warming() and time.monotonic() < deadline:
+            while parts.warming() and time.monotonic() < deadline:
                 time.sleep(0.05)
             assert not ledger.warming()  # started by the backend, nobody else
+            assert backend.caches_ready()[0]
+            # ready waits for every attached part that is warming
+            assert backend.ready() == (False, "test gate loading")
+            held.why = ""
+            assert backend.ready() == (True, "")
         finally:
             backend.stop()
     finally:
