@@ -261,7 +261,10 @@ class Admission:
             decision = conclude(prepared, usage)
             return check(decision) if decision.allowed else decision
 
-        return self.ledger.admit(uid or _digest_id(req.uid), evaluate, dry_run, key)
+        queue = prepared.route.queue.name
+        return self.ledger.admit(
+            uid or _digest_id(req.uid), evaluate, dry_run, key, cluster_queue=queue
+        )
 
     def _fetch_missing(self, obj: Mapping[str, Any]) -> bool:
         """One GET per claim or template the cache does not hold; True if any was found."""

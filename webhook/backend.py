@@ -77,10 +77,13 @@ class Ledger(Protocol):
         dry_run: bool,
         pod: str = "",
         existing: bool = False,
+        cluster_queue: str = "",
     ) -> Decision:
         """Evaluate against current usage without the pod's own holders; when allowed and not
         dry_run, record the charge as pod `uid`'s admitted charge (`pod`: its `ns/name`;
-        `existing`: the pod exists and is re-checked, e.g. a resize)."""
+        `existing`: the pod exists and is re-checked, e.g. a resize; `cluster_queue`: the
+        ClusterQueue the pod was routed to, when known before deciding, so that a ledger
+        locking per cohort can lock first and decide once)."""
         ...
 
     def record(self, uid: str) -> Charge | None:
@@ -256,6 +259,7 @@ class MemoryLedger(SyncedUsage):
         dry_run: bool,
         pod: str = "",
         existing: bool = False,
+        cluster_queue: str = "",
     ) -> Decision:
         if not valid_reservation_id(uid):
             raise ValueError(f"invalid admission id {uid!r:.80}")

@@ -189,6 +189,7 @@ class QueueController:
             False,
             job_holder(workload.key),  # its holder: a pod of the Job's name is another holder
             existing=True,  # the Job is cached: its record counts with it, never on its own
+            cluster_queue=workload.cluster_queue,
         )
         if not decision.allowed or decision.charge is None:
             return decision.shortfall or decision.message
@@ -217,6 +218,7 @@ class QueueController:
             False,
             pod_key(pod),
             existing=True,  # the gated pod is cached; a retry leaves its own record out
+            cluster_queue=prepared.route.queue.name if isinstance(prepared, Prepared) else "",
         )
 
     def _show(self, workload: Waiting, message: str) -> None:

@@ -128,64 +128,90 @@ class ClusterLedger(SyncedUsage):
         dry_run: bool,
         pod: str = "",
         existing: bool = False,
+        cluster_queue: str = "",
     ) -> Decision:
+        """With `cluster_queue` (the route, known before deciding) the cohort's lock is taken
+        first and the pod decided once under it; without, the decision names the queue and
+        is made again only if another admission of this replica wrote the shard meanwhile."""
         if not valid_reservation_id(uid):
             raise ValueError(f"invalid admission id {uid!r:.80}")
+        if dry_run:
+            return self._decide(evaluate, uid, pod, existing)[0]
+        if cluster_queue:
+            base = ledger_base(self.state, cluster_queue)
+            with self._lock_for(base):
+                decision, shard = self._decide(evaluate, uid, pod, existing)
+                return self._record(base, decision, shard, evaluate, uid, pod, existing)
         decision, shard = self._decide(evaluate, uid, pod, existing)
-        if dry_run or not decision.allowed or decision.charge is None:
+        if not decision.allowed or decision.charge is None:
             return decision
         base = ledger_base(self.state, decision.charge.cluster_queue)
-        delay = self.options.retry_delay
         with self._lock_for(base):
-            for _ in range(self.options.max_attempts):
-                if shard is not None and self._moved(base, shard):
-                    # Another admission of this replica wrote the shard since this decision
-                    # read it (the view holds that write already): decide again on the view,
-                    # without a GET or a pause. The write below still carries the version.
-                    decision, shard = self._decide(evaluate, uid, pod, existing)
-                    if not decision.allowed or decision.charge is None:
-                        return decision
-                    if ledger_base(self.state, decision.charge.cluster_queue) != base:
-                        return _fail_closed(decision, base, "the queue's cohort changed")
-                if shard is None or shard.sealed:  # the view is behind: read, then decide again
-                    try:
-                        self._read_active(base)
-                    except (ApiError, TransportError) as exc:
-                        return _fail_closed(decision, base, str(exc))
-                    decision, shard = self._decide(evaluate, uid, pod, existing)
-                    if not decision.allowed or decision.charge is None:
-                        return decision
-                    if ledger_base(self.state, decision.charge.cluster_queue) != base:
-                        return _fail_closed(decision, base, "the queue's cohort changed")
-                    continue
-                entry = Reservation(
-                    uid,
-                    decision.charge.cluster_queue,
-                    pod,
-                    decision.charge.to_annotation(),
-                    self.wall(),
-                )
-                entries = [e for e in shard.entries if e.id != uid]
-                full = sum(e.size for e in entries) + entry.size > self.options.shard_bytes
+            return self._record(base, decision, shard, evaluate, uid, pod, existing)
+
+    def _record(
+        self,
+        base: str,
+        decision: Decision,
+        shard: Shard | None,
+        evaluate: Callable[[Usage], Decision],
+        uid: str,
+        pod: str,
+        existing: bool,
+    ) -> Decision:
+        """Write an allowed decision's record to the active shard of `base` (its lock held),
+        deciding again whenever the shard it was decided on is no longer the current one."""
+        if not decision.allowed or decision.charge is None:
+            return decision
+        if ledger_base(self.state, decision.charge.cluster_queue) != base:
+            return _fail_closed(decision, base, "the queue's cohort changed")
+        delay = self.options.retry_delay
+        for _ in range(self.options.max_attempts):
+            if shard is not None and self._moved(base, shard):
+                # Another admission of this replica wrote the shard since this decision
+                # read it (the view holds that write already): decide again on the view,
+                # without a GET or a pause. The write below still carries the version.
+                decision, shard = self._decide(evaluate, uid, pod, existing)
+                if not decision.allowed or decision.charge is None:
+                    return decision
+                if ledger_base(self.state, decision.charge.cluster_queue) != base:
+                    return _fail_closed(decision, base, "the queue's cohort changed")
+            if shard is None or shard.sealed:  # the view is behind: read, then decide again
                 try:
-                    # written with the resourceVersion the decision saw: a 409 means it is stale
-                    self._write(shard, entries if full else [*entries, entry], sealed=full)
-                except ApiError as exc:
-                    if exc.code != 409:
-                        return _fail_closed(decision, base, str(exc))
-                    self.conflicts += 1
-                    time.sleep(delay * (1 + random.random()))
-                    delay = min(delay * 2, 0.2)
-                    shard = None
-                    continue
-                except TransportError as exc:
+                    self._read_active(base)
+                except (ApiError, TransportError) as exc:
                     return _fail_closed(decision, base, str(exc))
-                if full:
-                    shard = None
-                    continue
-                with self._view_lock:
-                    self._sync()
+                decision, shard = self._decide(evaluate, uid, pod, existing)
+                if not decision.allowed or decision.charge is None:
+                    return decision
+                if ledger_base(self.state, decision.charge.cluster_queue) != base:
+                    return _fail_closed(decision, base, "the queue's cohort changed")
+                continue
+            charge = decision.charge
+            if charge is None:  # every path here checked it; said again for the type checker
                 return decision
+            entry = Reservation(uid, charge.cluster_queue, pod, charge.to_annotation(), self.wall())
+            entries = [e for e in shard.entries if e.id != uid]
+            full = sum(e.size for e in entries) + entry.size > self.options.shard_bytes
+            try:
+                # written with the resourceVersion the decision saw: a 409 means it is stale
+                self._write(shard, entries if full else [*entries, entry], sealed=full)
+            except ApiError as exc:
+                if exc.code != 409:
+                    return _fail_closed(decision, base, str(exc))
+                self.conflicts += 1
+                time.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 0.2)
+                shard = None
+                continue
+            except TransportError as exc:
+                return _fail_closed(decision, base, str(exc))
+            if full:
+                shard = None
+                continue
+            with self._view_lock:
+                self._sync()
+            return decision
         return _fail_closed(decision, base, "too many concurrent updates")
 
     def release(self, uids: list[str]) -> None:

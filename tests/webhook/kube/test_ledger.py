@@ -337,3 +337,45 @@ def test_an_admission_without_conflict_decides_once_and_writes_once(
         1,
         [("PUT", "/apis/draquota.io/v1beta1/quotaledgers/queue-gpus-0")],
     )
+
+
+def test_admissions_routed_beforehand_decide_once_each_however_many_arrive_together(
+    api: FakeApiServer, client: KubeClient, clock: Clock
+) -> None:
+    """With the ClusterQueue known before deciding, the cohort's lock comes first: no
+    admission is decided on a shard another one is about to write, so none decides twice."""
+    for obj in cluster_objects(1000, None):
+        api.create(obj)
+    instance = start_instance(client, clock, LedgerOptions(reconcile_interval=3600))
+    decisions: list[str] = []
+    try:
+        assert admit(instance, "u-first", "first").allowed  # creates the shard
+        barrier = threading.Barrier(6)
+
+        def worker(index: int) -> None:
+            barrier.wait()
+            for j in range(5):
+                uid, name = f"u-{index}-{j}", f"p-{index}-{j}"
+                evaluate = instance.evaluator(gpu_pod(name))
+
+                def counting(
+                    usage: Usage, uid: str = uid, evaluate: Callable[[Usage], Decision] = evaluate
+                ) -> Decision:
+                    decisions.append(uid)
+                    return evaluate(usage)
+
+                decision = instance.ledger.admit(
+                    uid, counting, False, f"{NAMESPACE}/{name}", cluster_queue=QUEUE
+                )
+                assert decision.allowed
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert len(ledger_entries(api)) == 31
+        assert sorted(decisions) == sorted(f"u-{i}-{j}" for i in range(6) for j in range(5))
+        assert instance.ledger.conflicts == 0
+    finally:
+        instance.backend.stop()
