@@ -18,7 +18,14 @@ from quota.devices import claim_devices
 from quota.errors import InvalidObject, NotFound, object_ref
 from quota.fields import FieldReader
 
-__all__ = ["ClaimRef", "PodClaim", "claim_references", "claim_spec_of", "expand_pod_claims"]
+__all__ = [
+    "CLAIM_KINDS",
+    "ClaimRef",
+    "PodClaim",
+    "claim_references",
+    "claim_spec_of",
+    "expand_pod_claims",
+]
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,8 @@ _REF_FIELDS = (
     ("resourceClaimName", "ResourceClaim"),
     ("resourceClaimTemplateName", "ResourceClaimTemplate"),
 )
+# The kinds a pod's claim entries name.
+CLAIM_KINDS = tuple(kind for _, kind in _REF_FIELDS)
 
 
 def claim_references(pod: Obj, generated: bool = False) -> set[ClaimRef]:

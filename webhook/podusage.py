@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from quota.charge import Charge
-from quota.claims import claim_references
+from quota.claims import CLAIM_KINDS, claim_references
 from quota.cluster import ClusterState, Obj
 from quota.derived import DerivedCache
 from quota.errors import DraquotaError
@@ -42,7 +42,6 @@ from webhook.usageindex import IndexedUsage
 
 __all__ = [
     "CHARGE_KINDS",
-    "CLAIM_KINDS",
     "CONFIG_KINDS",
     "GLOBAL_KINDS",
     "NAMESPACE_KINDS",
@@ -60,7 +59,6 @@ GLOBAL_KINDS = ("ClusterQueue", "ResourceFlavor", "DeviceClass")
 NAMESPACE_KINDS = ("LocalQueue", "Namespace")
 CONFIG_KINDS = GLOBAL_KINDS + NAMESPACE_KINDS
 # Kinds a pod's charge depends on through its own claims: a change recharges the pods using them.
-CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
 CHARGE_KINDS = CONFIG_KINDS + CLAIM_KINDS
 
 _Ref = tuple[str, str | None, str]

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Mapping
 from typing import Any
 
-from quota.claims import claim_spec_of
+from quota.claims import CLAIM_KINDS, claim_spec_of
 from quota.cluster import ClusterState
 from quota.demand import pod_demand
 from quota.derived import DerivedCache
@@ -21,8 +21,6 @@ from webhook.commands._common import (
 )
 
 __all__ = ["configure", "count_object", "run"]
-
-CLAIM_KINDS = ("ResourceClaim", "ResourceClaimTemplate")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
