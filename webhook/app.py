@@ -174,8 +174,11 @@ def create_app(
     # Every decision runs off the event loop, at most admission_workers at once, and is
     # answered by its deadline: the loop stays free for handshakes, probes and scrapes.
     runner = AdmissionRunner(settings.admission_workers, settings.admission_deadline_seconds)
-    # Inline only where nothing on the path waits on the network and placements are cached:
-    # a search that is not cached, a cache miss, raises Offload before it starts.
+    # A decision is tried on the event loop when nothing on its path talks to the network
+    # and its placement is cached. Whatever could still wait (a placement search, the
+    # ledger's view in use or far behind) raises Offload before it starts, and the decision
+    # runs on a worker. (Dry runs of a live ledger on the loop were measured: /mutate's own
+    # time fell from 8 to 1 ms at 8 connections, /validate's rose as much; not kept.)
     cached = placer if isinstance(placer, CachedPlacer) else None
     may_inline = not backend.blocking_io and not ledger.blocking_io
     may_inline = may_inline and (placer is None or cached is not None)

@@ -15,7 +15,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -27,6 +28,7 @@ from quota.settings import Settings
 from quota.usage import Usage
 from quota.verdict import Decision
 from webhook.podusage import PodUsage
+from webhook.runner import offload_if_inline
 from webhook.state import MANIFEST_SUFFIXES, load_state
 
 __all__ = [
@@ -39,6 +41,9 @@ __all__ = [
 ]
 
 log = logging.getLogger("draquota.backend")
+# At most this many changes are caught up with on the event loop (about a millisecond of
+# work); a view further behind is caught up on a worker.
+QUICK_CHANGES = 256
 _T = TypeVar("_T")
 
 
@@ -47,7 +52,7 @@ class Backend(Protocol):
     """A cluster view kept current from some source."""
 
     state: ClusterState
-    blocking_io: bool  # fetch() may wait on the network: never call it on the event loop
+    blocking_io: bool  # fetch() may wait on the network
 
     def start(self) -> None: ...
 
@@ -66,7 +71,7 @@ class Backend(Protocol):
 class Ledger(Protocol):
     """Usage of live pods plus admissions in flight, updated atomically."""
 
-    blocking_io: bool  # admit() may wait on the network: never call it on the event loop
+    blocking_io: bool  # admit() may wait on the network
 
     def usage(self) -> Usage: ...
 
@@ -187,19 +192,38 @@ class SyncedUsage:
     def _sync(self) -> None:
         raise NotImplementedError
 
-    def _synced(self, read: Callable[[PodUsage], _T]) -> _T:
-        with self._view_lock:
+    @contextmanager
+    def _view(self) -> Iterator[None]:
+        """The view, locked and caught up. A decision on the event loop waits for neither:
+        when another thread holds the lock, or catching up means charging every pod again
+        (queues changed, a relist), it hands over to a worker first (`webhook.runner`)."""
+        if not self._view_lock.acquire(blocking=False):
+            offload_if_inline("the ledger's view is in use")
+            self._view_lock.acquire()
+        try:
+            behind = self._behind()
+            if behind is None or behind > QUICK_CHANGES:
+                offload_if_inline("the ledger's view is far behind")
             self._sync()
+            yield
+        finally:
+            self._view_lock.release()
+
+    def _behind(self) -> int | None:
+        """Changes the next `_sync` applies; None when it rebuilds."""
+        return self._pods.behind()
+
+    def _synced(self, read: Callable[[PodUsage], _T]) -> _T:
+        with self._view():
             return read(self._pods)
 
     def usage(self) -> Usage:
         return self._synced(lambda pods: pods.usage.snapshot())
 
     def _usage_without(self, uid: str, pod: str, existing: bool) -> Usage:
-        """Synced usage (a copy-on-write view) without the pod's own holders: its admission
-        record, and for a pod re-checked in place (`existing`) its live charge by name.
-        The caller holds `_view_lock` until it has decided on the view."""
-        self._sync()
+        """Usage (a copy-on-write view) without the pod's own holders: its admission record,
+        and for a pod re-checked in place (`existing`) its live charge by name. The caller
+        holds `_view()` until it has decided on the view."""
         view = self._pods.usage.copy()
         view.remove(uid)
         if existing and pod:
@@ -263,7 +287,7 @@ class MemoryLedger(SyncedUsage):
     ) -> Decision:
         if not valid_reservation_id(uid):
             raise ValueError(f"invalid admission id {uid!r:.80}")
-        with self._view_lock:
+        with self._view():
             decision = evaluate(self._usage_without(uid, pod, existing))
             if dry_run or not decision.allowed or decision.charge is None:
                 return decision

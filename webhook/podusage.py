@@ -235,6 +235,25 @@ class PodUsage:
         self._release_due()
         self._forget_gone()
 
+    def behind(self) -> int | None:
+        """About how many pods and objects the next `sync` handles; None when it charges every
+        pod again (queues or classes changed, or a relist). Reads the journal only."""
+        if self._state.revision(*GLOBAL_KINDS) != self._config_revision:
+            return None
+        total = 0
+        for kind in ("Pod", *NAMESPACE_KINDS, *CLAIM_KINDS, "Job"):
+            seen = self._revisions.get(kind, 0)
+            if self._state.revision(kind)[0] == seen:
+                continue
+            keys = self._state.changed_since(kind, seen)
+            if keys is None:
+                return None
+            if kind in NAMESPACE_KINDS:  # every pod of the namespace is charged again
+                names = {name if kind == "Namespace" else (ns or "default") for ns, name in keys}
+                total += sum(len(self._by_namespace.get(n, ())) for n in names)
+            total += len(keys)
+        return total
+
     def rebuild(self) -> None:
         """Charge every pod again (queues or classes changed, or on start)."""
         self._config_revision = self._state.revision(*GLOBAL_KINDS)

@@ -398,15 +398,20 @@ def test_placement_denial_names_the_reason() -> None:
     assert "no node has 2 free gpu.example.com devices" in response["status"]["message"]
 
 
-def test_blocking_backends_are_decided_off_the_event_loop_with_the_same_answers() -> None:
+def test_a_ledger_writing_over_the_network_decides_off_the_event_loop_with_the_same_answers() -> (
+    None
+):
     backend = FakeBackend(cluster_state(1))
-    backend.blocking_io = True  # type: ignore[misc]  # as the live-cluster backend declares
-    client = AppClient(create_app(backend, MemoryLedger(backend.state, Settings()), Settings()))
+    ledger = MemoryLedger(backend.state, Settings())
+    ledger.blocking_io = True  # type: ignore[misc]  # as the live-cluster ledger declares
+    app = create_app(backend, ledger, Settings())
+    client = AppClient(app)
     answers = []
     for i in range(2):
         stamped = stamped_pod(backend.state, _gpu_pod(f"p-{i}"))
         answers.append(client.post("/validate", content=orjson.dumps(review(stamped))).json())
     assert [a["response"]["allowed"] for a in answers] == [True, False]
+    assert app.state.runner.inline == 0
 
 
 class FailingLedger(MemoryLedger):

@@ -119,19 +119,61 @@ def test_a_placement_search_runs_on_a_worker_and_its_cached_answer_inline() -> N
     assert (runner.inline, runner.offloaded) == (1, 0)
 
 
-def test_blocking_backends_and_large_bodies_are_never_decided_inline() -> None:
+def test_a_backend_or_ledger_on_the_network_is_never_decided_inline() -> None:
     placer = RecordingPlacer()
-    blocking = _app(placer, blocking_io=True)
-    client = AppClient(blocking)
-    assert _allowed(client, "a") and _allowed(client, "b")
-    assert blocking.state.runner.inline == 0
+    state = ClusterState([*cluster_objects(gpus=8), *node_objects(2)])
+    live_ledger = MemoryLedger(state, Settings())
+    live_ledger.blocking_io = True  # type: ignore[misc]  # as ClusterLedger declares
+    apps = [
+        _app(placer, blocking_io=True),  # as KubeBackend declares
+        create_app(FakeBackend(state), live_ledger, Settings(), CachedPlacer(placer, state)),
+    ]
+    for app in apps:
+        client = AppClient(app)
+        assert _allowed(client, "a") and _allowed(client, "b")
+        assert app.state.runner.inline == 0
 
-    app = _app(placer)
+
+def test_large_bodies_are_never_decided_inline() -> None:
+    app = _app(RecordingPlacer())
     client = AppClient(app)
     assert _allowed(client, "warm")
     padding = "x" * QUICK_BODY_BYTES
     assert _allowed(client, "large", annotations={"example.com/padding": padding})
     assert app.state.runner.inline == 0
+
+
+def test_a_view_in_use_by_another_thread_is_waited_for_on_a_worker_not_on_the_loop() -> None:
+    app = _app(RecordingPlacer())
+    client = AppClient(app)
+    assert _allowed(client, "warm")
+    lock = app.state.admission.ledger._view_lock
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with lock:
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert held.wait(5)
+    threading.Timer(0.2, release.set).start()
+    assert _allowed(client, "while-held")
+    holder.join(5)
+    assert (app.state.runner.inline, app.state.runner.offloaded) == (0, 1)
+
+
+def test_a_view_that_must_charge_every_pod_again_is_caught_up_on_a_worker() -> None:
+    app = _app(RecordingPlacer())
+    client = AppClient(app)
+    assert _allowed(client, "warm")
+    state = app.state.admission.backend.state
+    queue = state.list("ClusterQueue")[0]
+    state.upsert({**queue, "metadata": {**queue["metadata"], "labels": {"changed": "yes"}}})
+    assert _allowed(client, "after-a-queue-change")  # every pod is charged again: a worker
+    assert _allowed(client, "caught-up")  # then the loop again
+    assert (app.state.runner.inline, app.state.runner.offloaded) == (1, 1)
 
 
 def test_a_search_that_never_ends_leaves_probes_answered_and_is_denied_by_its_deadline() -> None:

@@ -14,6 +14,7 @@ from webhook.kube.backoff import Backoff
 from webhook.kube.client import ApiError, KubeClient, TransportError
 from webhook.kube.informer import Informer, InformerOptions
 from webhook.kube.resources import DRA_GROUP, ResourceType, discover_dra_version, watched_resources
+from webhook.runner import offload_if_inline
 
 __all__ = ["KubeBackend"]
 
@@ -164,6 +165,7 @@ class KubeBackend:
         if resource is None:
             return None
         path = resource.path(namespace if resource.namespaced else None, name)
+        offload_if_inline(f"GET {path}")
         timeout = (self.fetch_timeout, self.fetch_timeout)
         try:
             obj = self.client.request("GET", path, timeout=timeout)

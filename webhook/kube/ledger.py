@@ -52,6 +52,7 @@ from webhook.kube.reservations import (
 )
 from webhook.kube.resources import QUOTA_LEDGER
 from webhook.podusage import PodUsage
+from webhook.runner import offload_if_inline
 
 __all__ = ["ClusterLedger", "LedgerOptions"]
 
@@ -137,6 +138,7 @@ class ClusterLedger(SyncedUsage):
             raise ValueError(f"invalid admission id {uid!r:.80}")
         if dry_run:
             return self._decide(evaluate, uid, pod, existing)[0]
+        offload_if_inline("a QuotaLedger write")
         if cluster_queue:
             base = ledger_base(self.state, cluster_queue)
             with self._lock_for(base):
@@ -294,7 +296,7 @@ class ClusterLedger(SyncedUsage):
     ) -> tuple[Decision, Shard | None]:
         """Evaluate on a copy-on-write view without the pod's own holders; with the decision,
         the active shard of its cohort as that view holds it (what a write must build on)."""
-        with self._view_lock:
+        with self._view():
             decision = evaluate(self._usage_without(uid, pod, existing))
             if decision.charge is None:
                 return decision, None
@@ -318,6 +320,18 @@ class ClusterLedger(SyncedUsage):
         if sealed:
             return Shard(shard_name(base, Shard(name).index + 1))
         return Shard(name, tuple(entries.values()), sealed, version)
+
+    def _behind(self) -> int | None:
+        revision = self.state.revision(QUOTA_LEDGER.kind)[0]
+        shards = 0
+        if revision != self._records_revision:
+            changed = self.state.changed_since(QUOTA_LEDGER.kind, self._records_revision)
+            if changed is None:
+                return None
+            shards = len(changed)
+        pods = self._pods.behind()
+        # a changed shard is read whole: count it as its records, up to about 200
+        return None if pods is None else pods + 200 * shards
 
     def _sync(self) -> None:
         """Bring pod usage and records up to date (under the view lock).

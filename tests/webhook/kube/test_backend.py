@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -19,6 +20,7 @@ from webhook.kube.backoff import Backoff
 from webhook.kube.client import KubeClient
 from webhook.kube.informer import Informer
 from webhook.kube.resources import QUOTA_LEDGER
+from webhook.runner import AdmissionRunner
 
 pytestmark = pytest.mark.integration
 
@@ -250,6 +252,32 @@ def test_not_ready_until_its_caches_exist(
         assert kube.wait_until_ready(10), kube.ready()
     finally:
         release.set()
+        kube.stop()
+
+
+def test_a_fetch_tried_on_the_event_loop_is_made_on_a_worker(
+    api: FakeApiServer, client: KubeClient
+) -> None:
+    kube = KubeBackend(client, FAST)
+    runner = AdmissionRunner(workers=1, deadline=5.0)
+    try:
+        kube.start()
+        assert kube.wait_until_ready(10)
+        api.create(gpu_pod("fresh"))
+        threads: list[int] = []
+
+        def fetch() -> Any:
+            threads.append(threading.get_ident())
+            return kube.fetch("Pod", NAMESPACE, "fresh")
+
+        async def main() -> Any:
+            return await runner.run(runner.clock(), fetch, quick=True)
+
+        answered, found = asyncio.run(main())
+        assert answered and found is not None
+        assert runner.offloaded == 1 and threads[0] != threads[-1]  # first try inline: handed over
+    finally:
+        runner.shutdown()
         kube.stop()
 
 
