@@ -18,9 +18,10 @@ from typing import Any, Protocol
 
 from quota.placement import make_placer
 from quota.settings import Settings
-from webhook.app import CachedPlacer
-from webhook.backend import Backend, Ledger, MemoryLedger, StateDirBackend
+from webhook.backend import Backend, Ledger, MemoryLedger
 from webhook.metrics import Metrics
+from webhook.placementcache import CachedPlacer
+from webhook.statedir import StateDirBackend
 
 __all__ = ["LEASE_NAME", "LEASE_NAMESPACE", "InOrder", "Wiring", "embedded", "live"]
 

@@ -16,7 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from quota.settings import Settings
 from tests.webhook.builders import AppClient, review
 from webhook.app import create_app
-from webhook.backend import MemoryLedger, StateDirBackend
+from webhook.backend import MemoryLedger
+from webhook.statedir import StateDirBackend
 
 ROOT = Path(__file__).resolve().parents[2]
 MONITORING = ROOT / "manifests" / "monitoring"

@@ -25,8 +25,9 @@ from tests.robustness.hostile import (
     unsatisfiable_constraint_spec,
 )
 from tests.webhook.builders import AppClient, FakeBackend, review
-from webhook.app import CachedPlacer, create_app
+from webhook.app import create_app
 from webhook.backend import MemoryLedger
+from webhook.placementcache import CachedPlacer
 
 SCENARIO: dict[str, Any] = {
     "queues": [{"name": "a", "classes": {"gpus": [GPU]}, "groups": [{"default": {"gpus": 64}}]}],

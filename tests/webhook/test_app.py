@@ -14,7 +14,6 @@ import orjson
 import pytest
 
 from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge, FlavorResource
-from quota.claims import expand_pod_claims
 from quota.decision import decide
 from quota.settings import Settings
 from quota.usage import Usage
@@ -24,11 +23,10 @@ from tests.webhook.builders import (
     AppClient,
     FakeBackend,
     cluster_state,
-    node_objects,
     pod,
     review,
 )
-from webhook.app import MAX_BODY_BYTES, CachedPlacer, create_app
+from webhook.app import MAX_BODY_BYTES, create_app
 from webhook.backend import MemoryLedger
 from webhook.logs import JsonFormatter
 from webhook.mutation import pod_patch
@@ -366,27 +364,6 @@ def test_denials_are_logged_as_json_carrying_the_admission_uid() -> None:
     denial = next(e for e in entries if e.get("uid") == "uid-logged")
     assert denial["level"] == "info" and denial["reason"] == "QuotaExceeded"
     assert denial["object"] == "Pod team-a/p" and denial["allowed"] is False
-
-
-def test_cached_placer_reuses_answers_until_placement_inputs_change() -> None:
-    calls: list[Any] = []
-
-    def placer(claims: Any, labels: Any) -> Any:
-        calls.append((len(claims), labels))
-        return PlacementResult(ok=len(calls) == 1, reason=f"call {len(calls)}")
-
-    state = cluster_state()
-    cached = CachedPlacer(placer, state)
-    claims = expand_pod_claims(pod(), state)
-    first = cached(claims, None)
-    assert cached(claims, None) is first and len(calls) == 1
-    assert cached(claims, {"zone": "a"}) is not first and len(calls) == 2
-    state.upsert(node_objects(1)[1])  # a new ResourceSlice
-    assert cached(claims, None).reason == "call 3"
-    usage_only = {**pod("other"), "metadata": {"name": "other", "namespace": NAMESPACE}}
-    state.upsert(usage_only)  # pods do not change placements
-    cached(claims, None)
-    assert len(calls) == 3
 
 
 def test_placement_denial_names_the_reason() -> None:

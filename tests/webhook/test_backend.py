@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import gc
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +18,7 @@ from quota.usage import Usage
 from quota.verdict import Decision
 from tests.webhook.builders import QUEUE, TEMPLATE, cluster_objects, cluster_state, pod
 from webhook import podusage as podusage_module
-from webhook.backend import MemoryLedger, StateDirBackend, valid_reservation_id
+from webhook.backend import MemoryLedger, valid_reservation_id
 from webhook.usageindex import IndexedUsage
 
 GPU = FlavorResource("a100", "gpu")
@@ -214,33 +212,6 @@ def test_indexed_usage_snapshot_agrees_and_is_independent(
 
 def _holder_count(usage: Usage, queue: str) -> int:
     return sum(1 for h in usage.holders() if (c := usage.charge_of(h)) and c.cluster_queue == queue)
-
-
-def _write(path: Path, objects: list[dict[str, Any]]) -> None:
-    path.write_text(yaml.safe_dump_all(objects), encoding="utf-8")
-
-
-def test_state_dir_reloads_changed_files_and_fails_closed_on_bad_ones(tmp_path: Path) -> None:
-    _write(tmp_path / "cluster.yaml", cluster_objects(gpus=1))
-    backend = StateDirBackend(tmp_path)
-    ledger = MemoryLedger(backend.state, Settings())
-    assert backend.ready() == (True, "")
-    assert not backend.poll()
-    _write(tmp_path / "pods.yaml", [pod("live")])
-    assert backend.poll()
-    assert backend.state.get("Pod", "team-a", "live") is not None
-    assert ledger.usage().holders() == {"team-a/live"}
-    (tmp_path / "broken.yaml").write_text("kind: [", encoding="utf-8")
-    assert backend.poll()
-    ready, why = backend.ready()
-    assert not ready and "broken.yaml" in why
-    assert backend.state.get("Pod", "team-a", "live") is not None, "the last good view stays"
-    (tmp_path / "broken.yaml").unlink()
-    (tmp_path / "pods.yaml").unlink()
-    assert backend.poll()
-    assert backend.ready() == (True, "")
-    assert ledger.usage().holders() == set()
-    assert backend.relists() == {"state-dir": 2}
 
 
 def test_pod_changes_are_charged_per_changed_pod_not_by_rescanning(

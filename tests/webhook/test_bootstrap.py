@@ -10,11 +10,12 @@ from quota.settings import Settings
 from tests.fakeapi import FakeApiServer
 from tests.webhook.builders import cluster_objects
 from tests.webhook.kube.conftest import write_kubeconfig
-from webhook.backend import MemoryLedger, StateDirBackend
+from webhook.backend import MemoryLedger
 from webhook.bootstrap import InOrder, Wiring, embedded, live
 from webhook.kube.backend import KubeBackend
 from webhook.kube.ledger import ClusterLedger
 from webhook.metrics import Metrics
+from webhook.statedir import StateDirBackend
 
 
 class Part:

@@ -17,8 +17,9 @@ from quota.cluster import ClusterState
 from quota.settings import Settings
 from tests.webhook.builders import AppClient, FakeBackend, cluster_objects, node_objects, pod
 from tests.webhook.builders import review as make_review
-from webhook.app import QUICK_BODY_BYTES, CachedPlacer, create_app
+from webhook.app import QUICK_BODY_BYTES, create_app
 from webhook.backend import MemoryLedger
+from webhook.placementcache import CachedPlacer
 from webhook.runner import AdmissionRunner, Offload, offload_if_inline
 
 

@@ -22,8 +22,9 @@ from tests.webhook.builders import (
     review,
 )
 from webhook import admit as admit_module
-from webhook.app import CachedPlacer, create_app
+from webhook.app import create_app
 from webhook.backend import MemoryLedger
+from webhook.placementcache import CachedPlacer
 
 
 def _template(name: str) -> dict[str, Any]:

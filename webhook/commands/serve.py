@@ -22,8 +22,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from webhook.backend import StateDirBackend
 from webhook.commands._common import load_settings
+from webhook.statedir import StateDirBackend
 
 __all__ = ["configure", "run"]
 
