@@ -24,7 +24,7 @@ from quota.settings import Settings
 from quota.usage import Usage
 from quota.verdict import Decision
 from webhook.podusage import PodUsage
-from webhook.runner import offload_if_inline
+from webhook.runner import Offload, offload_if_inline, running_inline
 
 __all__ = [
     "Backend",
@@ -122,9 +122,11 @@ class SyncedUsage:
             offload_if_inline("the ledger's view is in use")
             self._view_lock.acquire()
         try:
-            behind = self._behind()
-            if behind is None or behind > QUICK_CHANGES:
-                offload_if_inline("the ledger's view is far behind")
+            # Measured only on the loop: elsewhere `_sync` reads the journal once, itself.
+            if running_inline():
+                behind = self._behind()
+                if behind is None or behind > QUICK_CHANGES:
+                    raise Offload("the ledger's view is far behind")
             self._sync()
             yield
         finally:

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
-__all__ = ["AdmissionRunner", "Offload", "offload_if_inline"]
+__all__ = ["AdmissionRunner", "Offload", "offload_if_inline", "running_inline"]
 
 _T = TypeVar("_T")
 
@@ -46,9 +46,14 @@ class Offload(Exception):
     worker instead. Raised before the step changes anything."""
 
 
+def running_inline() -> bool:
+    """Whether the caller is a decision tried on the event loop."""
+    return _INLINE.get()
+
+
 def offload_if_inline(step: str) -> None:
     """Called before a step the event loop must not wait for (`step` says which)."""
-    if _INLINE.get():
+    if running_inline():
         raise Offload(step)
 
 
