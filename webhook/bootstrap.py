@@ -88,7 +88,7 @@ def live(
         from webhook.kube.client import KubeClient
         from webhook.kube.ledger import ClusterLedger
         from webhook.kube.queuestatus import QueueStatusWriter
-        from webhook.kube.warmup import PlacementWarmUp
+        from webhook.kube.warmup import WarmUp
     except ImportError as exc:
         return f"the live-cluster backend is not available in this build: {exc}"
     try:
@@ -104,7 +104,13 @@ def live(
         InOrder(
             ledger,
             QueueStatusWriter(client, backend, ledger, settings),
-            PlacementWarmUp(backend, index if index is not None else lambda: None),
+            WarmUp(
+                "placement-warm-up",
+                backend,
+                index if index is not None else lambda: None,
+                "building the placement index",
+                ready_on_failure=True,  # the first admission builds it then
+            ),
             *_queueing(client, backend, ledger, settings, placer, metrics),
         )
     )

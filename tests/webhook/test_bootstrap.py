@@ -110,7 +110,7 @@ def test_a_live_replica_starts_its_ledger_with_the_backend_and_stops_the_queue_f
     assert parts == [
         "ClusterLedger",
         "QueueStatusWriter",
-        "PlacementWarmUp",
+        "WarmUp",
         "LeaseElector",
         "QueueController",
     ]

@@ -51,6 +51,7 @@ from webhook.kube.reservations import (
     shard_name,
 )
 from webhook.kube.resources import QUOTA_LEDGER
+from webhook.kube.warmup import WarmUp
 from webhook.podusage import PodUsage
 from webhook.runner import offload_if_inline
 
@@ -113,9 +114,15 @@ class ClusterLedger(SyncedUsage):
         self._candidates: set[str] = set()
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
-        self._warm = threading.Event()
-        self._stopping = threading.Event()
-        self._warmer: threading.Thread | None = None
+        # Records and every pod's charge loaded before readiness: at 100,000 pods that takes
+        # tens of seconds, which no admission should wait for. Unloaded, it cannot decide.
+        self._warm_up = WarmUp(
+            "ledger-warm-up",
+            backend,
+            self._load,
+            "loading admission records and live pod usage",
+            ready_on_failure=False,
+        )
         self._reconciler = Periodic(
             "ledger", options.reconcile_interval, self.reconcile, lambda: backend.ready()[0]
         )
@@ -230,32 +237,20 @@ class ClusterLedger(SyncedUsage):
     # -- reconciler ------------------------------------------------------------------
 
     def start(self) -> None:
-        self._stopping.clear()
-        self._warmer = threading.Thread(target=self._warm_up, name="ledger-warm-up", daemon=True)
-        self._warmer.start()
+        self._warm_up.start()
         self._reconciler.start()
 
     def stop(self) -> None:
-        self._stopping.set()
         self._reconciler.stop()
-        if self._warmer is not None:
-            self._warmer.join(5)
+        self._warm_up.stop()
 
     def warming(self) -> str:
         """Why this ledger is not ready to decide yet ("" once it is)."""
-        return "" if self._warm.is_set() else "loading admission records and live pod usage"
+        return self._warm_up.warming()
 
-    def _warm_up(self) -> None:
-        """Load records and charge every pod once the caches have synced, before readiness:
-        at 100,000 pods that takes tens of seconds, which no admission should wait for."""
-        caches_ready = getattr(self.backend, "caches_ready", self.backend.ready)
-        while not self._stopping.is_set():
-            if caches_ready()[0]:
-                with self._view_lock:
-                    self._sync()
-                self._warm.set()
-                return
-            self._stopping.wait(0.05)
+    def _load(self) -> None:
+        with self._view_lock:
+            self._sync()
 
     def reconcile(self) -> int:
         """One pass: delete records of pods that left and of pods that never came."""

@@ -1,9 +1,9 @@
-"""`PlacementWarmUp`: the placement index is built before the replica reports ready.
+"""Work done once the caches have synced and before the replica reports ready.
 
-At 5,000 nodes the first placement question builds the index for about 3 s (devices
-parsed, pools per node). Built by the first admission, it held every admission behind
-it for those seconds; built here, once the caches have synced, it is part of what
-`/readyz` waits for, like the ledger's first load.
+Two parts of a replica load for seconds at scale: the ledger's first load of records
+and pod usage (tens of seconds at 100,000 pods) and the placement index (about 3 s at
+5,000 nodes). Done by the first admission, either held every admission behind it;
+done here, once the caches have synced, each is part of what `/readyz` waits for.
 """
 
 from __future__ import annotations
@@ -14,24 +14,37 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["PlacementWarmUp"]
+__all__ = ["WarmUp"]
 
 log = logging.getLogger("draquota.warmup")
 
 
-class PlacementWarmUp:
-    """Calls `build` once the backend's caches are ready; `warming()` says why not yet."""
+class WarmUp:
+    """Calls `build` once the backend's caches are ready, in a thread named `name`; until it
+    has, `warming()` says `why`. A failed build is logged: with `ready_on_failure` the
+    replica is ready anyway (the first admission does the work then), else it stays unready."""
 
-    def __init__(self, backend: Any, build: Callable[[], object]) -> None:
+    def __init__(
+        self,
+        name: str,
+        backend: Any,
+        build: Callable[[], object],
+        why: str,
+        *,
+        ready_on_failure: bool,
+    ) -> None:
+        self.name = name
         self.backend = backend
         self.build = build
+        self.why = why
+        self.ready_on_failure = ready_on_failure
         self._done = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         self._stopping.clear()
-        self._thread = threading.Thread(target=self._run, name="placement-warm-up", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -40,7 +53,7 @@ class PlacementWarmUp:
             self._thread.join(5)
 
     def warming(self) -> str:
-        return "" if self._done.is_set() else "building the placement index"
+        return "" if self._done.is_set() else self.why
 
     def _run(self) -> None:
         caches_ready = getattr(self.backend, "caches_ready", None) or self.backend.ready
@@ -49,9 +62,11 @@ class PlacementWarmUp:
                 started = time.monotonic()
                 try:
                     self.build()
-                except Exception:  # the first admission builds it then, as before
-                    log.exception("placement index not built ahead")
-                log.info("placement index built", extra={"seconds": time.monotonic() - started})
+                except Exception:
+                    log.exception("%s failed", self.name)
+                    if not self.ready_on_failure:
+                        return
+                log.info("%s done", self.name, extra={"seconds": time.monotonic() - started})
                 self._done.set()
                 return
             self._stopping.wait(0.05)

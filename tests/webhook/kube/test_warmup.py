@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
-from webhook.kube.warmup import PlacementWarmUp
+from webhook.kube.warmup import WarmUp
 
 
 class Backend:
@@ -15,6 +16,12 @@ class Backend:
         return (self.synced, "" if self.synced else "syncing")
 
 
+def _placement(backend: Backend, build: Callable[[], None]) -> WarmUp:
+    return WarmUp(
+        "placement-warm-up", backend, build, "building the placement index", ready_on_failure=True
+    )
+
+
 def test_the_index_is_built_once_after_the_caches_are_ready() -> None:
     backend, built = Backend(), threading.Event()
     calls: list[bool] = []
@@ -23,7 +30,7 @@ def test_the_index_is_built_once_after_the_caches_are_ready() -> None:
         calls.append(backend.synced)
         built.set()
 
-    warm = PlacementWarmUp(backend, build)
+    warm = _placement(backend, build)
     warm.start()
     try:
         assert not built.wait(0.2)
@@ -44,8 +51,22 @@ def test_a_failed_build_does_not_keep_the_replica_unready() -> None:
     def build() -> None:
         raise RuntimeError("malformed slice")
 
-    warm = PlacementWarmUp(backend, build)
+    warm = _placement(backend, build)
     warm.start()
     warm._thread.join(5)  # type: ignore[union-attr]
     assert warm.warming() == ""
+    warm.stop()
+
+
+def test_a_failed_load_the_replica_cannot_decide_without_keeps_it_unready() -> None:
+    backend = Backend()
+    backend.synced = True
+
+    def load() -> None:
+        raise RuntimeError("API server gone")
+
+    warm = WarmUp("ledger-warm-up", backend, load, "loading", ready_on_failure=False)
+    warm.start()
+    warm._thread.join(5)  # type: ignore[union-attr]
+    assert warm.warming() == "loading"
     warm.stop()
