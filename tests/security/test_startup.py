@@ -3,40 +3,28 @@ pod of a queue as "not managed" because it has not read the queue yet."""
 
 from __future__ import annotations
 
-import threading
 import time
-from typing import Any
 
 import pytest
 
 from quota.settings import Settings
 from tests.fakeapi import FakeApiServer
 from tests.webhook.builders import AppClient, review
-from tests.webhook.kube.conftest import FAST
+from tests.webhook.kube.conftest import FAST, InformersHeld
 from tests.webhook.kube.objects import cluster_objects, gpu_pod
 from webhook.app import create_app
 from webhook.kube.backend import KubeBackend
 from webhook.kube.client import KubeClient
-from webhook.kube.informer import Informer
 from webhook.kube.ledger import ClusterLedger
 
 pytestmark = pytest.mark.integration
 
 
 def test_a_pod_sent_while_the_caches_are_being_made_is_refused_not_waved_through(
-    api: FakeApiServer, client: KubeClient, monkeypatch: pytest.MonkeyPatch
+    api: FakeApiServer, client: KubeClient, informers_held: InformersHeld
 ) -> None:
     for obj in cluster_objects(1, None):
         api.create(obj)
-    entered, release = threading.Event(), threading.Event()
-    create = Informer.__init__
-
-    def slowly(self: Informer, *args: Any, **kwargs: Any) -> None:
-        entered.set()
-        release.wait(10)
-        create(self, *args, **kwargs)
-
-    monkeypatch.setattr(Informer, "__init__", slowly)
     settings = Settings(placement="Off")
     backend = KubeBackend(client, FAST)
     ledger = ClusterLedger(client, backend, settings)
@@ -44,7 +32,7 @@ def test_a_pod_sent_while_the_caches_are_being_made_is_refused_not_waved_through
     http = AppClient(create_app(backend, ledger, settings))
     backend.start()
     try:
-        assert entered.wait(10)  # API versions discovered, no informer made yet
+        assert informers_held.entered.wait(10)  # API versions discovered, no informer made yet
         deadline = time.monotonic() + 1.0  # time enough for the ledger to warm on an empty view
         while ledger.warming() and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -52,5 +40,5 @@ def test_a_pod_sent_while_the_caches_are_being_made_is_refused_not_waved_through
         assert not answer["allowed"]
         assert answer["status"]["reason"] == "NotReady"
     finally:
-        release.set()
+        informers_held.release.set()
         backend.stop()

@@ -15,6 +15,7 @@ import orjson
 from quota.claims import PodClaim
 from quota.cluster import ClusterState
 from quota.settings import Settings
+from tests.robustness.test_app_bounded import Placed
 from tests.webhook.builders import AppClient, FakeBackend, cluster_objects, node_objects, pod
 from tests.webhook.builders import review as make_review
 from webhook.app import QUICK_BODY_BYTES, create_app
@@ -68,13 +69,6 @@ def test_offload_is_not_swallowed_as_an_answer() -> None:
 
     assert _run(runner, decide, quick=True) == (True, "second try")
     runner.shutdown()
-
-
-@dataclass(frozen=True)
-class Placed:
-    ok: bool = True
-    reason: str = ""
-    node: str | None = "node-0"
 
 
 class RecordingPlacer:

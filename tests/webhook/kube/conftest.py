@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from tests.fakeapi import FakeApiServer
 from webhook.kube.client import KubeClient
-from webhook.kube.informer import InformerOptions
+from webhook.kube.informer import Informer, InformerOptions
 
 FAST = InformerOptions(
     page_size=2, watch_timeout=5, read_timeout=1.0, backoff_initial=0.02, backoff_max=0.2
@@ -28,6 +31,30 @@ def write_kubeconfig(path: Path, url: str) -> Path:
     }
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
     return path
+
+
+@dataclass
+class InformersHeld:
+    """Informers are being made (API versions discovered) until `release` is set."""
+
+    entered: threading.Event
+    release: threading.Event
+
+
+@pytest.fixture
+def informers_held(monkeypatch: pytest.MonkeyPatch) -> Iterator[InformersHeld]:
+    """Holds the creation of every Informer until the test sets `release` (set at teardown)."""
+    held = InformersHeld(threading.Event(), threading.Event())
+    create = Informer.__init__
+
+    def slowly(self: Informer, *args: Any, **kwargs: Any) -> None:
+        held.entered.set()
+        held.release.wait(10)
+        create(self, *args, **kwargs)
+
+    monkeypatch.setattr(Informer, "__init__", slowly)
+    yield held
+    held.release.set()
 
 
 @pytest.fixture

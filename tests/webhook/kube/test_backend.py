@@ -13,7 +13,7 @@ import pytest
 
 from quota.cluster import ClusterState
 from tests.fakeapi import FakeApiServer
-from tests.webhook.kube.conftest import FAST, write_kubeconfig
+from tests.webhook.kube.conftest import FAST, InformersHeld, write_kubeconfig
 from tests.webhook.kube.objects import NAMESPACE, TEMPLATE, cluster_objects, gpu_pod
 from webhook.kube.backend import KubeBackend
 from webhook.kube.backoff import Backoff
@@ -230,28 +230,19 @@ def test_backoff_grows_exponentially_with_bounded_jitter_and_resets() -> None:
 
 
 def test_not_ready_until_its_caches_exist(
-    api: FakeApiServer, client: KubeClient, monkeypatch: pytest.MonkeyPatch
+    api: FakeApiServer, client: KubeClient, informers_held: InformersHeld
 ) -> None:
     """Between discovery and the informers' creation the view is empty: ready then would admit
     every pod as not managed by any queue."""
-    entered, release = threading.Event(), threading.Event()
-    create = Informer.__init__
-
-    def slowly(self: Informer, *args: Any, **kwargs: Any) -> None:
-        entered.set()
-        release.wait(10)
-        create(self, *args, **kwargs)
-
-    monkeypatch.setattr(Informer, "__init__", slowly)
     kube = KubeBackend(client, FAST)
     kube.start()
     try:
-        assert entered.wait(10)
+        assert informers_held.entered.wait(10)
         assert kube.ready()[0] is False
-        release.set()
+        informers_held.release.set()
         assert kube.wait_until_ready(10), kube.ready()
     finally:
-        release.set()
+        informers_held.release.set()
         kube.stop()
 
 

@@ -271,6 +271,22 @@ def test_reconciling_checks_only_records_that_changed_or_lost_their_pod(
         instance.backend.stop()
 
 
+def all_at_once(admit_one: Callable[[str, str], Decision]) -> None:
+    """6 threads, released together, each admitting 5 pods (`u-i-j`, `p-i-j`)."""
+    barrier = threading.Barrier(6)
+
+    def worker(index: int) -> None:
+        barrier.wait()
+        for j in range(5):
+            assert admit_one(f"u-{index}-{j}", f"p-{index}-{j}").allowed
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+
+
 def test_one_replica_never_conflicts_with_itself(
     api: FakeApiServer, client: KubeClient, clock: Clock
 ) -> None:
@@ -279,18 +295,7 @@ def test_one_replica_never_conflicts_with_itself(
     instance = start_instance(client, clock, LedgerOptions(reconcile_interval=3600))
     try:
         assert admit(instance, "u-first", "first").allowed  # creates the shard
-        barrier = threading.Barrier(6)
-
-        def worker(index: int) -> None:
-            barrier.wait()
-            for j in range(5):
-                assert admit(instance, f"u-{index}-{j}", f"p-{index}-{j}").allowed
-
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(30)
+        all_at_once(lambda uid, name: admit(instance, uid, name))
         assert len(ledger_entries(api)) == 31
         # the cohort lock orders this replica's writes: none may be refused as stale
         assert instance.ledger.conflicts == 0
@@ -350,30 +355,19 @@ def test_admissions_routed_beforehand_decide_once_each_however_many_arrive_toget
     decisions: list[str] = []
     try:
         assert admit(instance, "u-first", "first").allowed  # creates the shard
-        barrier = threading.Barrier(6)
 
-        def worker(index: int) -> None:
-            barrier.wait()
-            for j in range(5):
-                uid, name = f"u-{index}-{j}", f"p-{index}-{j}"
-                evaluate = instance.evaluator(gpu_pod(name))
+        def routed(uid: str, name: str) -> Decision:
+            evaluate = instance.evaluator(gpu_pod(name))
 
-                def counting(
-                    usage: Usage, uid: str = uid, evaluate: Callable[[Usage], Decision] = evaluate
-                ) -> Decision:
-                    decisions.append(uid)
-                    return evaluate(usage)
+            def counting(usage: Usage) -> Decision:
+                decisions.append(uid)
+                return evaluate(usage)
 
-                decision = instance.ledger.admit(
-                    uid, counting, False, f"{NAMESPACE}/{name}", cluster_queue=QUEUE
-                )
-                assert decision.allowed
+            return instance.ledger.admit(
+                uid, counting, False, f"{NAMESPACE}/{name}", cluster_queue=QUEUE
+            )
 
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(6)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(30)
+        all_at_once(routed)
         assert len(ledger_entries(api)) == 31
         assert sorted(decisions) == sorted(f"u-{i}-{j}" for i in range(6) for j in range(5))
         assert instance.ledger.conflicts == 0
