@@ -8,6 +8,9 @@ load), full admission (the API server's part played here: /mutate, apply the pat
 the uid, /validate with dryRun false, then create the pod) p50/p99 and throughput at
 `--connections` connections for `--seconds`, and placement p50/p99 measured in this
 process on the same objects (warm index, and the index build a claim change costs).
+Then the same load against a webhook that allows everything at once (the baseline of
+`bench/webhook_bench.py`), in the same run, with the ratios: the floor this harness and
+this machine set before draquota decides anything (`--no-floor` skips it).
 
 Every run stops by itself; everything listens on 127.0.0.1 only.
 
@@ -203,14 +206,14 @@ def _wait_ready(url: str, context: ssl.SSLContext, process: Any, log: Path, limi
     started = time.monotonic()
     while time.monotonic() - started < limit:
         if process.poll() is not None:
-            raise RuntimeError(f"draquota exited: {log.read_text()[-3000:]}")
+            raise RuntimeError(f"{log.name}: exited: {log.read_text()[-3000:]}")
         try:
             if httpx.get(f"{url}/readyz", verify=context, timeout=5).status_code == 200:
                 return time.monotonic() - started
         except httpx.TransportError:
             pass
         time.sleep(0.1)
-    raise RuntimeError(f"draquota not ready after {limit:.0f}s: {log.read_text()[-3000:]}")
+    raise RuntimeError(f"{log.name}: not ready after {limit:.0f}s: {log.read_text()[-3000:]}")
 
 
 # -- the load --------------------------------------------------------------------------
@@ -453,8 +456,29 @@ def _measure(args: argparse.Namespace, size: Size, work: Path, api_url: str) -> 
         result["admission"] = load
         result["served"] = {e: served_quantiles(before, after, e) for e in ("mutate", "validate")}
         result["rss_load_mib"] = rss_mib(pid)
+    if not args.no_floor:
+        result["floor"] = _floor(args, work, api_url, certs, context)
     print(f"  {json.dumps(result)}", flush=True)
     return result
+
+
+def _floor(
+    args: argparse.Namespace, work: Path, api_url: str, certs: Path, context: ssl.SSLContext
+) -> dict[str, Any]:
+    """The same load against a webhook that allows everything at once (bench/webhook_bench.py's
+    baseline: FastAPI, uvicorn, TLS), in the same run: what the harness, the fake API and this
+    machine cost before draquota decides anything."""
+    port = _free_port()
+    command = [PYTHON, str(ROOT / "bench" / "webhook_bench.py"), "--allow-all-server",
+               "--port", str(port), "--cert-dir", str(certs)]  # fmt: skip
+    url = f"https://127.0.0.1:{port}"
+    log = work / "allow-all.log"
+    with _process(command, log) as process:
+        _wait_ready(url, context, process, log, 60)
+        Load(url, api_url, context, create=False).run(args.connections, 2)  # warm-up
+        return Load(url, api_url, context, create=not args.kubeconfig).run(
+            args.connections, args.seconds
+        )
 
 
 @contextmanager
@@ -507,6 +531,21 @@ def report(results: list[dict[str, Any]]) -> str:
             cells.append(f"{a.get(f'{step}_p50_ms', 0):.1f} / {a.get(f'{step}_p99_ms', 0):.1f}")
             cells.append(f"{own.get('p50_ms', 0):.1f} / {own.get('p99_ms', 0):.1f}")
         lines.append(f"| {r['pods']} | " + " | ".join(cells) + " |")
+    floors = [r for r in results if "floor" in r]
+    if floors:
+        lines += [
+            "",
+            "| pods | allow-all webhook p50 / p99 ms | admissions/s "
+            "| draquota / allow-all: p50 | admissions/s |",
+            "|---:|---|---:|---:|---:|",
+        ]
+    for r in floors:
+        a, f = r["admission"], r["floor"]
+        lines.append(
+            f"| {r['pods']} | {f['p50_ms']:.1f} / {f['p99_ms']:.1f} | {f['per_second']:.0f} "
+            f"| {a['p50_ms'] / max(f['p50_ms'], 1e-9):.2f}x "
+            f"| {a['per_second'] / max(f['per_second'], 1e-9):.2f} |"
+        )
     if len(results) > 1:
         first, last = results[0], results[-1]
         growth = last["admission"]["p50_ms"] / max(first["admission"]["p50_ms"], 1e-9)
@@ -523,6 +562,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kubeconfig", type=Path, help="a real control plane, populated")
     parser.add_argument("--config", type=Path, help="draquota's config file (e.g. placement: Off)")
     parser.add_argument("--no-placement", action="store_true")
+    parser.add_argument(
+        "--no-floor", action="store_true", help="skip the allow-all webhook under the same load"
+    )
     parser.add_argument("--profile", type=Path, help="py-spy stacks of the replica")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--fake-api", type=_size, help=argparse.SUPPRESS)

@@ -58,6 +58,7 @@ def allow_all_app() -> Any:
     """The baseline: a FastAPI webhook that parses the review and allows everything."""
     app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
 
+    @app.post("/mutate")
     @app.post("/validate")
     async def validate(request: Request) -> Response:
         review = orjson.loads(await request.body())
@@ -69,6 +70,7 @@ def allow_all_app() -> Any:
         return Response(orjson.dumps(answer), media_type="application/json")
 
     @app.get("/healthz")
+    @app.get("/readyz")
     async def healthz() -> Response:
         return Response(b'{"status":"ok"}', media_type="application/json")
 

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import orjson
+
 from quota.errors import InvalidObject
 from quota.quantity import sat_mul
 
@@ -35,6 +37,7 @@ class FlavorResource(NamedTuple):
 MAX_ANNOTATION_BYTES = 256 * 1024
 # The record is an object of objects of objects (sharedClaims -> claim -> amounts).
 MAX_ANNOTATION_DEPTH = 4
+_INT64 = 2**63 - 1
 # A JSON string (skipped whole) or one bracket; scanning stops once too deep.
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
@@ -54,11 +57,18 @@ def _too_deep(text: str, limit: int) -> bool:
     return False
 
 
-def _bounded_int(digits: str) -> int:
-    """JSON integers of at most 19 digits (int64); longer ones are invalid, not parsed."""
-    if len(digits.lstrip("-")) > 19:
-        raise ValueError(f"integer of {len(digits)} digits out of range")
-    return int(digits)
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether parsed JSON nests arrays/objects deeper than `limit`; iterative."""
+    pending = [(value, 1)]
+    while pending:
+        node, depth = pending.pop()
+        children = node.values() if isinstance(node, dict) else node
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth + 1 > limit:
+                    return True
+                pending.append((child, depth + 1))
+    return False
 
 
 def _or_empty(value: Any) -> Any:
@@ -72,9 +82,9 @@ def _amounts(value: Any, ref: str, path: str) -> dict[str, int]:
     for key, number in value.items():
         if not isinstance(key, str) or not key:
             raise InvalidObject(ref, path, f"invalid key {key!r}")
-        if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+        if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number <= _INT64:
             raise InvalidObject(
-                ref, f"{path}.{key}", f"must be a non-negative integer, got {number!r}"
+                ref, f"{path}.{key}", f"must be an integer from 0 to 2^63-1, got {number!r}"
             )
         out[key] = number
     return dict(sorted(out.items()))
@@ -137,16 +147,18 @@ class Charge:
             raise InvalidObject(
                 ref, path, f"{len(text)} characters long, at most {MAX_ANNOTATION_BYTES}"
             )
-        if isinstance(text, str) and _too_deep(text, MAX_ANNOTATION_DEPTH):
-            raise InvalidObject(
-                ref,
-                path,
-                f"nested deeper than {MAX_ANNOTATION_DEPTH} levels of JSON arrays/objects",
-            )
+        too_deep = f"nested deeper than {MAX_ANNOTATION_DEPTH} levels of JSON arrays/objects"
+        if not isinstance(text, str):
+            raise InvalidObject(ref, path, "must be a JSON object")
         try:
-            data = json.loads(text, parse_int=_bounded_int) if isinstance(text, str) else None
-        except (ValueError, RecursionError) as exc:
-            raise InvalidObject(ref, path, f"invalid JSON: {exc}") from exc
+            # orjson: C, no recursion into Python, and a depth limit of its own.
+            data = orjson.loads(text)
+        except orjson.JSONDecodeError as exc:
+            # Rare; the exact scan only tells which of the two messages fits.
+            reason = too_deep if _too_deep(text, MAX_ANNOTATION_DEPTH) else f"invalid JSON: {exc}"
+            raise InvalidObject(ref, path, reason) from exc
+        if isinstance(data, dict | list) and _deeper_than(data, MAX_ANNOTATION_DEPTH):
+            raise InvalidObject(ref, path, too_deep)
         if not isinstance(data, Mapping):
             raise InvalidObject(ref, path, "must be a JSON object")
         cluster_queue = data.get("clusterQueue")

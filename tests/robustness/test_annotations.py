@@ -37,3 +37,19 @@ def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
     )
     charge = Charge.from_annotation(text, "Pod team-a/p")
     assert charge.cluster_queue == "[[[[[[" and charge.shared_claims == {"a/c": {"gpu": 1}}
+
+
+@pytest.mark.parametrize("amount", ["9223372036854775808", "1" + "0" * 24, "-1", "1.5", "true"])
+def test_an_amount_outside_int64_is_invalid_naming_its_field(amount: str) -> None:
+    text = '{"clusterQueue":"q","localQueue":"a/b","usage":{"gpu":' + amount + "}}"
+    with pytest.raises(InvalidObject) as caught:
+        Charge.from_annotation(text, "Pod team-a/p")
+    assert caught.value.path == f"{PATH}.usage.gpu"
+
+
+def test_nesting_under_an_unknown_key_counts() -> None:
+    text = '{"clusterQueue":"q","localQueue":"a/b","x":[[[[1]]]]}'
+    with pytest.raises(InvalidObject) as caught:
+        Charge.from_annotation(text, "Pod team-a/p")
+    assert "nested deeper than" in caught.value.reason
+    assert Charge.from_annotation(text.replace("[[[[1]]]]", "[[[1]]]"), "Pod team-a/p")
