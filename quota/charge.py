@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import orjson
 
 from quota.errors import InvalidObject
-from quota.quantity import sat_mul
+from quota.quantity import INT64_MAX, sat_mul
 
 __all__ = ["CHARGE_ANNOTATION", "QUEUE_LABEL", "Charge", "FlavorResource", "at_least", "times"]
 
@@ -37,7 +37,6 @@ class FlavorResource(NamedTuple):
 MAX_ANNOTATION_BYTES = 256 * 1024
 # The record is an object of objects of objects (sharedClaims -> claim -> amounts).
 MAX_ANNOTATION_DEPTH = 4
-_INT64 = 2**63 - 1
 # A JSON string (skipped whole) or one bracket; scanning stops once too deep.
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
@@ -82,7 +81,7 @@ def _amounts(value: Any, ref: str, path: str) -> dict[str, int]:
     for key, number in value.items():
         if not isinstance(key, str) or not key:
             raise InvalidObject(ref, path, f"invalid key {key!r}")
-        if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number <= _INT64:
+        if isinstance(number, bool) or not isinstance(number, int) or not 0 <= number <= INT64_MAX:
             raise InvalidObject(
                 ref, f"{path}.{key}", f"must be an integer from 0 to 2^63-1, got {number!r}"
             )

@@ -6,6 +6,7 @@ import pytest
 
 from quota.charge import CHARGE_ANNOTATION, MAX_ANNOTATION_BYTES, Charge
 from quota.errors import InvalidObject
+from quota.quantity import INT64_MAX
 
 PATH = f"metadata.annotations[{CHARGE_ANNOTATION}]"
 
@@ -53,3 +54,17 @@ def test_nesting_under_an_unknown_key_counts() -> None:
         Charge.from_annotation(text, "Pod team-a/p")
     assert "nested deeper than" in caught.value.reason
     assert Charge.from_annotation(text.replace("[[[[1]]]]", "[[[1]]]"), "Pod team-a/p")
+
+
+def test_the_largest_amounts_draquota_writes_are_read_back() -> None:
+    """Amounts saturate at int64 (`quota.quantity`): a charge at the limit must parse again,
+    or /validate would deny the pods /mutate stamped."""
+    charge = Charge(
+        cluster_queue="q",
+        local_queue="a/b",
+        flavors={"gpu": "f"},
+        per_pod={"gpu": INT64_MAX, "memory": INT64_MAX},
+        device_classes={"gpu.example.com": INT64_MAX},
+        shared_claims={"a/c": {"gpu": INT64_MAX}},
+    )
+    assert Charge.from_annotation(charge.to_annotation(), "Pod a/p") == charge
