@@ -483,12 +483,13 @@ def _floor(
 
 @contextmanager
 def _profiler(output: Path | None, pid: int, seconds: float) -> Iterator[None]:
-    """py-spy's collapsed stacks of the replica during the load (`--profile FILE`)."""
+    """py-spy's collapsed stacks of the replica's GIL holder during the load (`--profile FILE`):
+    where its CPU goes, not where its threads wait."""
     if output is None:
         yield
         return
     spy = str(Path(PYTHON).parent / "py-spy")
-    command = [spy, "record", "-f", "raw", "-r", "100", "-o", str(output),
+    command = [spy, "record", "-f", "raw", "-r", "100", "--gil", "--nonblocking", "-o", str(output),
                "-p", str(pid), "-d", str(int(seconds) + 1)]  # fmt: skip
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     yield

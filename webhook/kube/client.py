@@ -94,18 +94,20 @@ class KubeClient:
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = "application/json"
-        request = self.api_client.param_serialize(
+        method, url, headers, _, _ = self.api_client.param_serialize(
             method,
             path,
             query_params=list(query),
             header_params=headers,
-            body=dict(body) if body is not None else None,
             auth_settings=["BearerToken"],
         )
         try:
-            response = self.api_client.call_api(
-                *request, _request_timeout=timeout or self.timeout
-            ).response
+            if body is None:
+                response = self.api_client.call_api(
+                    method, url, headers, _request_timeout=timeout or self.timeout
+                ).response
+            else:  # the client library would walk and encode the body in Python: orjson is C
+                response = self._send(method, url, headers, orjson.dumps(dict(body)), timeout)
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise TransportError(f"{method} {path}: {exc}") from exc
         except k8s.ApiException as exc:
@@ -117,6 +119,25 @@ class KubeClient:
                 raise TransportError(f"{method} {path}: {exc}") from exc
             raise _api_error(response.status, data)
         return response
+
+    def _send(
+        self,
+        method: str,
+        url: str,
+        headers: dict[str, str],
+        payload: bytes,
+        timeout: Timeout | None,
+    ) -> Any:
+        limit = timeout or self.timeout
+        connect, read = limit if isinstance(limit, tuple) else (limit, limit)
+        return self.api_client.rest_client.pool_manager.request(
+            method,
+            url,
+            body=payload,
+            headers=headers,
+            timeout=urllib3.Timeout(connect=connect, read=read),
+            preload_content=False,
+        )
 
     def request(
         self,

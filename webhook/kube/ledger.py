@@ -365,9 +365,9 @@ class ClusterLedger(SyncedUsage):
         touched: set[str] = set()
         for name in names:
             obj = self.state.get(QUOTA_LEDGER.kind, None, name)
-            shard = Shard.of(obj) if obj is not None else None
-            fresh = {e.id: e for e in shard.entries} if shard is not None else {}
             old = self._shards.pop(name, ({}, False, ""))[0]
+            shard = Shard.of(obj, old) if obj is not None else None
+            fresh = {e.id: e for e in shard.entries} if shard is not None else {}
             base = self._bases.setdefault(name.rsplit("-", 1)[0], set())
             base.discard(name)
             if shard is not None and shard_index(name) is not None:

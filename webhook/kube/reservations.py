@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
+
+import orjson
 
 from quota.charge import Charge
 from quota.cluster import ClusterState
@@ -60,17 +62,22 @@ class Reservation:
     reserved_at: float = 0.0  # seconds since the epoch, for people reading the object
 
     def to_dict(self) -> dict[str, Any]:
+        return dict(self.document)
+
+    @functools.cached_property
+    def document(self) -> Mapping[str, Any]:
+        """The entry as the object holds it; built once (a shard is rewritten per admission)."""
         out = {"id": self.id, "clusterQueue": self.cluster_queue, "pod": self.pod}
         out["charge"] = self.charge
         if self.reserved_at:
             at = dt.datetime.fromtimestamp(self.reserved_at, dt.UTC)
             out["reservedAt"] = at.isoformat(timespec="seconds").replace("+00:00", "Z")
-        return out
+        return MappingProxyType(out)
 
     @functools.cached_property
     def size(self) -> int:
         """How many bytes the entry takes in the object's JSON (with its separator)."""
-        return len(json.dumps(self.to_dict())) + 2
+        return len(orjson.dumps(dict(self.document))) + 2
 
     def parsed_charge(self) -> Charge | None:
         try:
@@ -96,11 +103,16 @@ class Shard:
         return sum(entry.size for entry in self.entries)
 
     @classmethod
-    def of(cls, obj: Mapping[str, Any]) -> Shard:
+    def of(cls, obj: Mapping[str, Any], known: Mapping[str, Reservation] | None = None) -> Shard:
+        """The shard in `obj`; an entry equal to one of `known` (by id) is that object, so what
+        it derived once (its size, its document) is not derived again."""
         metadata = obj.get("metadata") or {}
         spec = obj.get("spec") or {}
         raw = spec.get("reservations") if isinstance(spec, Mapping) else None
-        entries = tuple(e for e in map(_entry, raw if isinstance(raw, list) else ()) if e)
+        known = known or {}
+        entries = tuple(
+            e for e in (_entry(r, known) for r in (raw if isinstance(raw, list) else ())) if e
+        )
         return cls(
             name=str(metadata.get("name") or ""),
             entries=entries,
@@ -109,9 +121,12 @@ class Shard:
         )
 
 
-def _entry(raw: Any) -> Reservation | None:
+def _entry(raw: Any, known: Mapping[str, Reservation]) -> Reservation | None:
     if not isinstance(raw, Mapping):
         return None
+    same = known.get(raw.get("id"))  # type: ignore[arg-type]
+    if same is not None and same.document == raw:
+        return same
     rid, queue, charge = raw.get("id"), raw.get("clusterQueue"), raw.get("charge")
     if not (isinstance(rid, str) and isinstance(queue, str) and isinstance(charge, str)):
         return None
