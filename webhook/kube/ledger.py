@@ -113,6 +113,10 @@ class ClusterLedger(SyncedUsage):
         # O(changes since the last pass), not O(records).
         self._candidates: set[str] = set()
         self._locks: dict[str, threading.Lock] = {}
+        # Group commit (`_join`): admissions queued per ledger base, and the bases whose
+        # queue somebody is deciding; both guarded by _locks_guard.
+        self._waiting_for: dict[str, list[_Waiting]] = {}
+        self._leading: set[str] = set()
         self._locks_guard = threading.Lock()
         # Records and every pod's charge loaded before readiness: at 100,000 pods that takes
         # tens of seconds, which no admission should wait for. Unloaded, it cannot decide.
@@ -146,6 +150,8 @@ class ClusterLedger(SyncedUsage):
         if dry_run:
             return self._decide(evaluate, uid, pod, existing)[0]
         offload_if_inline("a QuotaLedger write")
+        if cluster_queue and not existing:
+            return self._join(ledger_base(self.state, cluster_queue), _Waiting(uid, pod, evaluate))
         if cluster_queue:
             base = ledger_base(self.state, cluster_queue)
             with self._lock_for(base):
@@ -157,6 +163,101 @@ class ClusterLedger(SyncedUsage):
         base = ledger_base(self.state, decision.charge.cluster_queue)
         with self._lock_for(base):
             return self._record(base, decision, shard, evaluate, uid, pod, existing)
+
+    def _join(self, base: str, mine: _Waiting) -> Decision:
+        """Group commit: the admissions of a cohort that arrive while its records are being
+        written wait together; the first of them then decides and writes them all, in one
+        write instead of one each. Everyone returns as soon as its own batch is written."""
+        with self._locks_guard:
+            self._waiting_for.setdefault(base, []).append(mine)
+            leads = base not in self._leading
+            self._leading.add(base)
+        if not leads:
+            mine.wake.wait()  # decided, or made the one to decide the next batch
+            if mine.decision is not None:
+                return mine.decision
+        with self._locks_guard:
+            batch = self._waiting_for.pop(base, [])
+        try:
+            with self._lock_for(base):
+                self._commit(base, batch)
+        finally:
+            for waiting in batch:
+                if waiting.decision is None:  # an unexpected error: nobody of it is admitted
+                    waiting.decision = _unavailable(base, "draquota failed to decide")
+                waiting.wake.set()
+            with self._locks_guard:
+                after = self._waiting_for.get(base)
+                if after:
+                    after[0].wake.set()  # it leads the next batch
+                else:
+                    self._leading.discard(base)
+        return mine.decision or _unavailable(base, "draquota failed to decide")
+
+    def _commit(self, base: str, batch: list[_Waiting]) -> None:
+        """Decide the batch in order, each admission on the usage with the records of the ones
+        before it, and write the allowed records in one write to the active shard; again, all
+        of it, after a conflict (the shard then read first)."""
+        delay, decisions = self.options.retry_delay, None
+        for _ in range(self.options.max_attempts):
+            if decisions is not None:  # a conflict, or a shard just sealed: the view is behind
+                try:
+                    self._read_active(base)
+                except (ApiError, TransportError) as exc:
+                    return _settle(batch, base, decisions, str(exc))
+            decisions, shard = self._decide_together(base, batch)
+            allowed = {
+                w.uid: (w.pod, d.charge)
+                for w, d in zip(batch, decisions, strict=True)
+                if d.allowed and d.charge is not None
+            }
+            if not allowed:
+                return _settle(batch, base, decisions)
+            entries = [e for e in shard.entries if e.id not in allowed]
+            now = self.wall()
+            new = [
+                Reservation(uid, charge.cluster_queue, pod, charge.to_annotation(), now)
+                for uid, (pod, charge) in allowed.items()
+            ]
+            full = (
+                bool(entries) and sum(e.size for e in [*entries, *new]) > self.options.shard_bytes
+            )
+            try:
+                # with the resourceVersion the decisions saw: a 409 means they are stale
+                self._write(shard, entries if full else [*entries, *new], sealed=full)
+            except ApiError as exc:
+                if exc.code != 409:
+                    return _settle(batch, base, decisions, str(exc))
+                self.conflicts += 1
+                time.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 0.2)
+                continue
+            except TransportError as exc:
+                return _settle(batch, base, decisions, str(exc))
+            with self._view_lock:
+                self._sync()
+            if not full:
+                return _settle(batch, base, decisions)
+        if decisions is None:  # max_attempts 0
+            decisions = [_unavailable(base, "no attempts allowed") for _ in batch]
+        return _settle(batch, base, decisions, "too many concurrent updates")
+
+    def _decide_together(self, base: str, batch: list[_Waiting]) -> tuple[list[Decision], Shard]:
+        """Each admission of the batch decided on one view of usage, to which every allowed
+        one adds its charge for the ones after it; with the active shard of that view."""
+        decisions: list[Decision] = []
+        with self._view():
+            usage = self._pods.usage.copy()
+            for waiting in batch:
+                usage.remove(waiting.uid)  # a retried admission: its earlier record
+                decision = waiting.evaluate(usage)
+                charge = decision.charge
+                if charge is not None and ledger_base(self.state, charge.cluster_queue) != base:
+                    decision = _fail_closed(decision, base, "the queue's cohort changed")
+                if decision.allowed and decision.charge is not None:
+                    usage.add(waiting.uid, decision.charge)
+                decisions.append(decision)
+            return decisions, self._active(base)
 
     def _record(
         self,
@@ -476,6 +577,30 @@ class ClusterLedger(SyncedUsage):
                     log.warning("ledger %s: %s", name, exc)
                     return 0
         return 0
+
+
+@dataclass
+class _Waiting:
+    """An admission queued for its cohort's lock; `decision` is set by whoever decides it."""
+
+    uid: str
+    pod: str
+    evaluate: Callable[[Usage], Decision]
+    decision: Decision | None = None
+    wake: threading.Event = dataclasses.field(default_factory=threading.Event)
+
+
+def _settle(batch: list[_Waiting], base: str, decisions: list[Decision], failure: str = "") -> None:
+    """Hand every admission of a batch its decision; with `failure`, every allowed one fails
+    closed instead (its record was not written)."""
+    for waiting, decision in zip(batch, decisions, strict=True):
+        waiting.decision = (
+            _fail_closed(decision, base, failure) if failure and decision.allowed else decision
+        )
+
+
+def _unavailable(name: str, why: str) -> Decision:
+    return _fail_closed(Decision(Verdict.DENIED, "", ""), name, why)
 
 
 def _fail_closed(decision: Decision, name: str, why: str) -> Decision:

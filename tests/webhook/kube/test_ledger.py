@@ -373,3 +373,73 @@ def test_admissions_routed_beforehand_decide_once_each_however_many_arrive_toget
         assert instance.ledger.conflicts == 0
     finally:
         instance.backend.stop()
+
+
+def _routed(instance: Instance, uid: str, name: str) -> Decision:
+    return instance.ledger.admit(
+        uid, instance.evaluator(gpu_pod(name)), False, f"{NAMESPACE}/{name}", cluster_queue=QUEUE
+    )
+
+
+def _together(count: int, admit_one: Callable[[int], Decision]) -> list[Decision]:
+    barrier = threading.Barrier(count)
+    decisions: list[Decision | None] = [None] * count
+
+    def worker(index: int) -> None:
+        barrier.wait()
+        decisions[index] = admit_one(index)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert all(d is not None for d in decisions)
+    return [d for d in decisions if d is not None]
+
+
+def _ledger_writes(api: FakeApiServer) -> int:
+    return sum(1 for m, path in api.calls if "quotaledgers" in path and m in ("PUT", "POST"))
+
+
+def test_admissions_that_arrive_during_a_write_are_written_together(
+    api: FakeApiServer, client: KubeClient, clock: Clock
+) -> None:
+    """Group commit: a cohort's records go to one object, written one writer at a time; the
+    admissions that wait meanwhile are decided and written in one write, not one each."""
+    instance = make(api, client, clock, nominal=1000)
+    try:
+        assert _routed(instance, "u-first", "first").allowed  # creates the shard
+        api.calls.clear()
+        api.latency = 0.2  # every write takes long enough for all the others to arrive
+        decisions = _together(6, lambda i: _routed(instance, f"u{i}", f"p{i}"))
+        api.latency = 0.0
+        assert all(d.allowed for d in decisions)
+        assert sorted(e.id for e in ledger_entries(api)) == [
+            "u-first",
+            *(f"u{i}" for i in range(6)),
+        ]
+        assert _ledger_writes(api) <= 2  # the first arrival's write, then everyone else's
+        assert instance.ledger.conflicts == 0
+        assert instance.ledger.usage().of(QUEUE) == {GPU: 7}
+    finally:
+        instance.backend.stop()
+
+
+def test_admissions_written_together_never_exceed_the_quota(
+    api: FakeApiServer, client: KubeClient, clock: Clock
+) -> None:
+    """Each admission of a batch is decided on the usage with the ones before it: with room
+    for 3, exactly 3 of 8 arriving together are admitted, and only their records written."""
+    instance = make(api, client, clock, nominal=3)
+    try:
+        api.latency = 0.1
+        decisions = _together(8, lambda i: _routed(instance, f"u{i}", f"p{i}"))
+        api.latency = 0.0
+        admitted = sorted(f"u{i}" for i, d in enumerate(decisions) if d.allowed)
+        assert len(admitted) == 3
+        assert {d.reason for d in decisions if not d.allowed} == {"QuotaExceeded"}
+        assert sorted(e.id for e in ledger_entries(api)) == admitted
+        assert instance.ledger.usage().of(QUEUE) == {GPU: 3}
+    finally:
+        instance.backend.stop()
