@@ -105,7 +105,8 @@ class ClusterLedger(SyncedUsage):
         # shard name -> (uid -> entry, sealed, resourceVersion) as this view loaded it
         self._shards: dict[str, tuple[dict[str, Reservation], bool, str]] = {}
         self._holders: dict[str, set[str]] = {}  # uid -> names of the shards holding it
-        self._bases: dict[str, set[str]] = {}  # ledger base -> names of its loaded shards
+        self._bases: dict[str, dict[str, int]] = {}  # ledger base -> its loaded shards' indexes
+        self._tops: dict[str, str] = {}  # ledger base -> its highest loaded shard
         self._first_seen: dict[str, float] = {}  # uid -> when this replica first saw its record
         self._waiting: dict[str, float] = {}  # first_seen of reservations, oldest first
         # uids whose record may be droppable: loaded or changed records, records whose pod
@@ -408,14 +409,29 @@ class ClusterLedger(SyncedUsage):
     def _active(self, base: str) -> Shard:
         """The shard of `base` new records go to, as this view has it: the highest one loaded,
         or the one after it when that is sealed (a new shard 0 when none is loaded)."""
-        names = self._bases.get(base)
-        if not names:
+        name = self._tops.get(base)
+        if name is None:
             return Shard(shard_name(base, 0))
-        name = max(names, key=lambda n: Shard(n).index)
         entries, sealed, version = self._shards[name]
         if sealed:
-            return Shard(shard_name(base, Shard(name).index + 1))
+            return Shard(shard_name(base, self._bases[base][name] + 1))
         return Shard(name, tuple(entries.values()), sealed, version)
+
+    def _place(self, base: str, name: str, index: int | None) -> None:
+        """`name` is a loaded shard of `base` at `index` (None: no longer loaded). The highest
+        is kept as it changes: a cohort has hundreds of shards at 100,000 pods, and every
+        admission asks for its active one."""
+        shards = self._bases.setdefault(base, {})
+        shards.pop(name, None)
+        top = self._tops.get(base)
+        if index is not None:
+            shards[name] = index
+            if top is None or index > shards.get(top, -1):
+                self._tops[base] = name
+        elif name == top:  # rare: the highest shard went away
+            self._tops.pop(base)
+            if shards:
+                self._tops[base] = max(shards, key=shards.__getitem__)
 
     def _behind(self) -> int | None:
         revision = self.state.revision(QUOTA_LEDGER.kind)[0]
@@ -469,11 +485,10 @@ class ClusterLedger(SyncedUsage):
             old = self._shards.pop(name, ({}, False, ""))[0]
             shard = Shard.of(obj, old) if obj is not None else None
             fresh = {e.id: e for e in shard.entries} if shard is not None else {}
-            base = self._bases.setdefault(name.rsplit("-", 1)[0], set())
-            base.discard(name)
-            if shard is not None and shard_index(name) is not None:
+            index = shard_index(name) if shard is not None else None
+            if shard is not None and index is not None:
                 self._shards[name] = (fresh, shard.sealed, shard.resource_version)
-                base.add(name)
+            self._place(name.rsplit("-", 1)[0], name, index)
             for uid in old.keys() | fresh.keys():
                 if old.get(uid) != fresh.get(uid):
                     touched.add(uid)

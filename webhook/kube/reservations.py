@@ -43,10 +43,12 @@ __all__ = [
     "shards_of",
 ]
 
-# A shard is sealed before its entries pass this many bytes of JSON: far below etcd's
-# request limit (1.5 MiB) and the 256 KiB a single object should stay under, and small
-# enough that the write each admission makes stays cheap (about 200 records).
-SHARD_BYTES = 48 * 1024
+# A shard is sealed before its entries pass this many bytes of JSON (about 40 records). The
+# API server's cost per write grows with the object (validation, managedFields, etcd, every
+# watcher's copy), and every admission writes its cohort's active shard: on the real v1.36.2
+# API server (bench/README.md) 8 KiB admitted 114 pods/s where 48 KiB admitted 63; 4 KiB
+# was no faster, and means twice the objects.
+SHARD_BYTES = 8 * 1024
 
 _SHARD = re.compile(r"^(?P<base>(?:cohort|queue)-.+)-(?P<index>[0-9]{1,6})$")
 

@@ -351,7 +351,9 @@ def test_admissions_routed_beforehand_decide_once_each_however_many_arrive_toget
     admission is decided on a shard another one is about to write, so none decides twice."""
     for obj in cluster_objects(1000, None):
         api.create(obj)
-    instance = start_instance(client, clock, LedgerOptions(reconcile_interval=3600))
+    # one shard holds them all: sealing a full shard decides its batch again, on the next one
+    options = LedgerOptions(reconcile_interval=3600, shard_bytes=64 * 1024)
+    instance = start_instance(client, clock, options)
     decisions: list[str] = []
     try:
         assert admit(instance, "u-first", "first").allowed  # creates the shard
