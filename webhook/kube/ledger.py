@@ -5,7 +5,9 @@ of the queue's cohort (a GET, for the freshest resourceVersion), evaluate agains
 live pod usage plus the records of pods not seen yet, and if allowed write the
 record back with the resourceVersion read as precondition. A 409 Conflict means
 another replica got there first: read again and evaluate again, a bounded number
-of times, then fail closed.
+of times, then fail closed. Admissions of one cohort that arrive while its shard is
+being written are decided together, in order, and written in one write (group commit,
+`_join`).
 
 Invariants that keep usage exact (see `webhook.kube.reservations` for the shards):
 - a record is keyed by the pod's UID; while a pod with that UID is cached, the pod
@@ -442,8 +444,8 @@ class ClusterLedger(SyncedUsage):
                 return None
             shards = len(changed)
         pods = self._pods.behind()
-        # a changed shard is read whole: count it as its records, up to about 200
-        return None if pods is None else pods + 200 * shards
+        # a changed shard is read whole: count it as its records, up to about 40
+        return None if pods is None else pods + 40 * shards
 
     def _sync(self) -> None:
         """Bring pod usage and records up to date (under the view lock).
