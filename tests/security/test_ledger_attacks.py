@@ -7,7 +7,9 @@ server, as two pods of the Deployment share the cluster.
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +18,10 @@ import orjson
 import pytest
 
 from quota.charge import CHARGE_ANNOTATION, FlavorResource
+from quota.decision import decide
 from quota.settings import Settings
+from quota.usage import Usage
+from quota.verdict import Decision
 from tests.fakeapi import FakeApiServer
 from tests.security.cluster import Clock
 from tests.webhook.builders import AppClient, review
@@ -129,3 +134,43 @@ def test_10_a_replica_with_a_skewed_clock_cannot_expire_others_reservations(
     for r in (a, b):
         r.clock.now += TTL + 1
     assert a.usage() == 0 and b.usage() == 0
+
+
+def test_an_admission_that_fails_to_decide_does_not_deny_its_batch(
+    api: FakeApiServer, replicas: tuple[Replica, Replica]
+) -> None:
+    """Admissions of one cohort arriving together are decided and written together (group
+    commit): a pod whose decision fails must fail alone, or it could deny other teams'."""
+    a = replicas[0]
+
+    def evaluator(name: str) -> Callable[[Usage], Decision]:
+        pod = gpu_pod(name)
+
+        def evaluate(usage: Usage) -> Decision:
+            if name == "hostile":
+                raise RecursionError("a decision that fails")
+            return decide(pod, a.backend.state, usage, a.ledger.settings)
+
+        return evaluate
+
+    results: dict[str, Decision] = {}
+
+    def one(name: str) -> None:
+        results[name] = a.ledger.admit(
+            f"uid-{name}", evaluator(name), False, f"{NAMESPACE}/{name}", cluster_queue=QUEUE
+        )
+
+    api.latency = 0.3  # ok-1's write is slow: the other two queue and are decided together
+    first = threading.Thread(target=one, args=("ok-1",))
+    first.start()
+    time.sleep(0.1)
+    rest = [threading.Thread(target=one, args=(n,)) for n in ("hostile", "ok-2")]
+    for thread in rest:
+        thread.start()
+    for thread in [first, *rest]:
+        thread.join(30)
+    api.latency = 0.0
+    assert results["ok-1"].allowed and results["ok-2"].allowed
+    assert not results["hostile"].allowed
+    assert results["hostile"].reason == "LedgerUnavailable"
+    assert a.usage() == 2

@@ -253,7 +253,11 @@ class ClusterLedger(SyncedUsage):
             usage = self._pods.usage.copy()
             for waiting in batch:
                 usage.remove(waiting.uid)  # a retried admission: its earlier record
-                decision = waiting.evaluate(usage)
+                try:
+                    decision = waiting.evaluate(usage)
+                except Exception:  # one admission's failure is its own, not its batch's
+                    log.exception("admission %s: deciding failed", waiting.uid)
+                    decision = _unavailable(base, "draquota failed to decide")
                 charge = decision.charge
                 if charge is not None and ledger_base(self.state, charge.cluster_queue) != base:
                     decision = _fail_closed(decision, base, "the queue's cohort changed")
