@@ -153,19 +153,20 @@ class ClusterLedger(SyncedUsage):
         if dry_run:
             return self._decide(evaluate, uid, pod, existing)[0]
         offload_if_inline("a QuotaLedger write")
+        mine = _Waiting(uid, pod, evaluate, existing)
         if cluster_queue and not existing:
-            return self._join(ledger_base(self.state, cluster_queue), _Waiting(uid, pod, evaluate))
+            return self._join(ledger_base(self.state, cluster_queue), mine)
+        seed: tuple[Decision, Shard] | None = None
         if cluster_queue:
             base = ledger_base(self.state, cluster_queue)
-            with self._lock_for(base):
-                decision, shard = self._decide(evaluate, uid, pod, existing)
-                return self._record(base, decision, shard, evaluate, uid, pod, existing)
-        decision, shard = self._decide(evaluate, uid, pod, existing)
-        if not decision.allowed or decision.charge is None:
-            return decision
-        base = ledger_base(self.state, decision.charge.cluster_queue)
+        else:  # the decision names the queue, and so the cohort to lock
+            decision, shard = self._decide(evaluate, uid, pod, existing)
+            if not decision.allowed or decision.charge is None or shard is None:
+                return decision
+            base, seed = ledger_base(self.state, decision.charge.cluster_queue), (decision, shard)
         with self._lock_for(base):
-            return self._record(base, decision, shard, evaluate, uid, pod, existing)
+            self._commit(base, [mine], seed)
+        return mine.decision or _unavailable(base, "draquota failed to decide")
 
     def _join(self, base: str, mine: _Waiting) -> Decision:
         """Group commit: the admissions of a cohort that arrive while its records are being
@@ -197,10 +198,13 @@ class ClusterLedger(SyncedUsage):
                     self._leading.discard(base)
         return mine.decision or _unavailable(base, "draquota failed to decide")
 
-    def _commit(self, base: str, batch: list[_Waiting]) -> None:
+    def _commit(
+        self, base: str, batch: list[_Waiting], seed: tuple[Decision, Shard] | None = None
+    ) -> None:
         """Decide the batch in order, each admission on the usage with the records of the ones
         before it, and write the allowed records in one write to the active shard; again, all
-        of it, after a conflict (the shard then read first)."""
+        of it, after a conflict (the shard then read first). `seed`: a decision of a batch of
+        one made before the lock, kept while the shard it saw is still the active one."""
         delay, decisions = self.options.retry_delay, None
         for _ in range(self.options.max_attempts):
             if decisions is not None:  # a conflict, or a shard just sealed: the view is behind
@@ -208,7 +212,11 @@ class ClusterLedger(SyncedUsage):
                     self._read_active(base)
                 except (ApiError, TransportError) as exc:
                     return _settle(batch, base, decisions, str(exc))
-            decisions, shard = self._decide_together(base, batch)
+            if seed is not None and not self._moved(base, seed[1]):
+                decisions, shard = [seed[0]], seed[1]
+            else:
+                decisions, shard = self._decide_together(base, batch)
+            seed = None
             allowed = {
                 w.uid: (w.pod, d.charge)
                 for w, d in zip(batch, decisions, strict=True)
@@ -253,6 +261,8 @@ class ClusterLedger(SyncedUsage):
             usage = self._pods.usage.copy()
             for waiting in batch:
                 usage.remove(waiting.uid)  # a retried admission: its earlier record
+                if waiting.existing and waiting.pod:  # re-checked in place: its live charge
+                    usage.remove(waiting.pod)
                 try:
                     decision = waiting.evaluate(usage)
                 except Exception:  # one admission's failure is its own, not its batch's
@@ -265,71 +275,6 @@ class ClusterLedger(SyncedUsage):
                     usage.add(waiting.uid, decision.charge)
                 decisions.append(decision)
             return decisions, self._active(base)
-
-    def _record(
-        self,
-        base: str,
-        decision: Decision,
-        shard: Shard | None,
-        evaluate: Callable[[Usage], Decision],
-        uid: str,
-        pod: str,
-        existing: bool,
-    ) -> Decision:
-        """Write an allowed decision's record to the active shard of `base` (its lock held),
-        deciding again whenever the shard it was decided on is no longer the current one."""
-        if not decision.allowed or decision.charge is None:
-            return decision
-        if ledger_base(self.state, decision.charge.cluster_queue) != base:
-            return _fail_closed(decision, base, "the queue's cohort changed")
-        delay = self.options.retry_delay
-        for _ in range(self.options.max_attempts):
-            if shard is not None and self._moved(base, shard):
-                # Another admission of this replica wrote the shard since this decision
-                # read it (the view holds that write already): decide again on the view,
-                # without a GET or a pause. The write below still carries the version.
-                decision, shard = self._decide(evaluate, uid, pod, existing)
-                if not decision.allowed or decision.charge is None:
-                    return decision
-                if ledger_base(self.state, decision.charge.cluster_queue) != base:
-                    return _fail_closed(decision, base, "the queue's cohort changed")
-            if shard is None or shard.sealed:  # the view is behind: read, then decide again
-                try:
-                    self._read_active(base)
-                except (ApiError, TransportError) as exc:
-                    return _fail_closed(decision, base, str(exc))
-                decision, shard = self._decide(evaluate, uid, pod, existing)
-                if not decision.allowed or decision.charge is None:
-                    return decision
-                if ledger_base(self.state, decision.charge.cluster_queue) != base:
-                    return _fail_closed(decision, base, "the queue's cohort changed")
-                continue
-            charge = decision.charge
-            if charge is None:  # every path here checked it; said again for the type checker
-                return decision
-            entry = Reservation(uid, charge.cluster_queue, pod, charge.to_annotation(), self.wall())
-            entries = [e for e in shard.entries if e.id != uid]
-            full = sum(e.size for e in entries) + entry.size > self.options.shard_bytes
-            try:
-                # written with the resourceVersion the decision saw: a 409 means it is stale
-                self._write(shard, entries if full else [*entries, entry], sealed=full)
-            except ApiError as exc:
-                if exc.code != 409:
-                    return _fail_closed(decision, base, str(exc))
-                self.conflicts += 1
-                time.sleep(delay * (1 + random.random()))
-                delay = min(delay * 2, 0.2)
-                shard = None
-                continue
-            except TransportError as exc:
-                return _fail_closed(decision, base, str(exc))
-            if full:
-                shard = None
-                continue
-            with self._view_lock:
-                self._sync()
-            return decision
-        return _fail_closed(decision, base, "too many concurrent updates")
 
     def release(self, uids: list[str]) -> None:
         """Delete these records from every shard holding them (read, then rewritten)."""
@@ -607,6 +552,7 @@ class _Waiting:
     uid: str
     pod: str
     evaluate: Callable[[Usage], Decision]
+    existing: bool = False  # a pod re-checked in place: decided without its live charge too
     decision: Decision | None = None
     wake: threading.Event = dataclasses.field(default_factory=threading.Event)
 
