@@ -37,6 +37,7 @@ class FlavorResource(NamedTuple):
 MAX_ANNOTATION_BYTES = 256 * 1024
 # The record is an object of objects of objects (sharedClaims -> claim -> amounts).
 MAX_ANNOTATION_DEPTH = 4
+_TOO_DEEP = f"nested deeper than {MAX_ANNOTATION_DEPTH} levels of JSON arrays/objects"
 # A JSON string (skipped whole) or one bracket; scanning stops once too deep.
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
@@ -142,22 +143,21 @@ class Charge:
     def from_annotation(cls, text: str, ref: str) -> Charge:
         """Parse an annotation value; InvalidObject naming `ref` and the field if malformed."""
         path = f"metadata.annotations[{CHARGE_ANNOTATION}]"
-        if isinstance(text, str) and len(text) > MAX_ANNOTATION_BYTES:
+        if not isinstance(text, str):
+            raise InvalidObject(ref, path, "must be a JSON object")
+        if len(text) > MAX_ANNOTATION_BYTES:
             raise InvalidObject(
                 ref, path, f"{len(text)} characters long, at most {MAX_ANNOTATION_BYTES}"
             )
-        too_deep = f"nested deeper than {MAX_ANNOTATION_DEPTH} levels of JSON arrays/objects"
-        if not isinstance(text, str):
-            raise InvalidObject(ref, path, "must be a JSON object")
         try:
             # orjson: C, no recursion into Python, and a depth limit of its own.
             data = orjson.loads(text)
         except orjson.JSONDecodeError as exc:
             # Rare; the exact scan only tells which of the two messages fits.
-            reason = too_deep if _too_deep(text, MAX_ANNOTATION_DEPTH) else f"invalid JSON: {exc}"
+            reason = _TOO_DEEP if _too_deep(text, MAX_ANNOTATION_DEPTH) else f"invalid JSON: {exc}"
             raise InvalidObject(ref, path, reason) from exc
         if isinstance(data, dict | list) and _deeper_than(data, MAX_ANNOTATION_DEPTH):
-            raise InvalidObject(ref, path, too_deep)
+            raise InvalidObject(ref, path, _TOO_DEEP)
         if not isinstance(data, Mapping):
             raise InvalidObject(ref, path, "must be a JSON object")
         cluster_queue = data.get("clusterQueue")
