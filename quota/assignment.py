@@ -166,10 +166,16 @@ def _amount(demand: _Demand, key: FlavorResource) -> tuple[int, int]:
 
 
 def _check(
-    key: FlavorResource, view: QuotaView, demand: _Demand, capacity_only: bool
+    key: FlavorResource,
+    view: QuotaView,
+    demand: _Demand,
+    amounts: tuple[int, int],
+    capacity_only: bool,
 ) -> tuple[bool, str | None]:
-    per_pod, shared = _amount(demand, key)
+    per_pod, shared = amounts
     value = sat_add(per_pod, shared)
+    if value <= view.potential and (capacity_only or value <= view.available):
+        return True, None
 
     def fmt(amount: int) -> str:
         return format_amount(key.resource, amount)
@@ -189,8 +195,6 @@ def _check(
             f"insufficient quota for {where}, request > maximum capacity "
             f"({fmt(value)} > {fmt(view.potential)}) ({_capacity_text(view)})"
         )
-    if capacity_only or value <= view.available:
-        return True, None
     lend = f", cohort {view.cohort} can lend {fmt(view.cohort_can_lend)}" if view.cohort else ""
     return False, (
         f"insufficient unused quota for {where}, {fmt(value - view.available)} more needed "
@@ -220,11 +224,12 @@ def _assign_group(
         for resource in requested:
             key = FlavorResource(flavor.name, resource)
             view = view_of(key)
-            ok, reason = _check(key, view, demand, capacity_only)
+            amounts = _amount(demand, key)
+            ok, reason = _check(key, view, demand, amounts, capacity_only)
             if reason:
                 reasons.append(reason)
             fits = fits and ok
-            borrows = borrows or view.borrowing_with(sat_add(*_amount(demand, key)))
+            borrows = borrows or view.borrowing_with(sat_add(*amounts))
         if not fits:
             continue
         if not borrows or fungibility != TRY_NEXT_FLAVOR or capacity_only:

@@ -137,7 +137,15 @@ class Charge:
 
     def to_annotation(self) -> str:
         """Compact JSON with sorted keys, so equal charges give equal annotations."""
-        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        document = self.to_dict()
+        try:
+            text = orjson.dumps(document, option=orjson.OPT_SORT_KEYS).decode()
+        except TypeError:  # an amount beyond 64 bits: json writes any integer
+            text = ""
+        if text.isascii() and text:
+            return text
+        # The same text as ever outside ASCII too: json escapes such names, orjson does not.
+        return json.dumps(document, sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_annotation(cls, text: str, ref: str) -> Charge:

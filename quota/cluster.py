@@ -12,6 +12,7 @@ import builtins
 import threading
 from collections import deque
 from collections.abc import Iterable, Mapping
+from itertools import repeat
 from typing import Any
 
 from quota.errors import InvalidObject
@@ -133,7 +134,7 @@ class ClusterState:
 
     def revision(self, *kinds: str) -> tuple[int, ...]:
         """A value that changes whenever an object of one of these kinds changes."""
-        return tuple(self._revisions.get(kind, 0) for kind in kinds)
+        return tuple(map(self._revisions.get, kinds, repeat(0)))
 
     def changed_since(self, kind: str, revision: int) -> set[tuple[str | None, str]] | None:
         """(namespace, name) of objects of `kind` upserted or removed after `revision` (a value

@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from quota.verdict import Decision, Verdict
 from webhook.types import (
     ADMISSION_API_VERSION,
     ADMISSION_KIND,
@@ -34,6 +35,7 @@ __all__ = [
     "BadReview",
     "Outcome",
     "encode_patch",
+    "outcome_of",
     "parse_review",
     "review_response",
 ]
@@ -92,6 +94,19 @@ class Outcome:
             raise ValueError("a denial needs a status code >= 400 and a message")
         if not self.allowed and self.patch:
             raise ValueError("a denial never carries a patch")
+
+
+# The one place a verdict of the core becomes an HTTP status code.
+_HTTP_CODE = {Verdict.DENIED: 403, Verdict.INVALID: 400}
+
+
+def outcome_of(decision: Decision) -> Outcome:
+    """The answer for a decision: allowed with its warnings, or denied with its status code,
+    reason and message."""
+    if decision.allowed:
+        return Outcome(True, warnings=decision.warnings)
+    code = _HTTP_CODE[decision.verdict]
+    return Outcome(False, code, decision.reason, decision.message, decision.warnings)
 
 
 def _meta(obj: Any) -> Mapping[str, Any]:

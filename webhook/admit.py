@@ -21,7 +21,7 @@ from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge
 from quota.charging import node_selector_of
 from quota.claims import claim_references
 from quota.cluster import ClusterState
-from quota.decision import conclude, prepare
+from quota.decision import Prepared, conclude, prepare
 from quota.derived import DerivedCache
 from quota.errors import DraquotaError
 from quota.flavorfilter import Placer
@@ -33,7 +33,7 @@ from quota.usage import Usage
 from quota.verdict import Decision, Verdict
 from quota.waiting import ADMISSION_GATE
 from quota.workloads import WORKLOAD_KINDS, as_workload
-from webhook.admission import AdmissionRequest, Outcome
+from webhook.admission import AdmissionRequest, Outcome, outcome_of
 from webhook.backend import Backend, Ledger, valid_reservation_id
 from webhook.mutation import (
     covered_pod_patch,
@@ -43,7 +43,8 @@ from webhook.mutation import (
     workload_patch,
 )
 from webhook.overlay import WithObject
-from webhook.stamp import off_flavor_nodes, queue_label_and_charge, stamp_mismatch, stamp_of
+from webhook.preparedcache import PreparedCache
+from webhook.stamp import Stamp, off_flavor_nodes, queue_label_and_charge, stamp_mismatch, stamp_of
 from webhook.updates import grown, resources_of, resumed, suspended, ungated
 
 __all__ = ["JOB_CONTROLLERS", "Admission"]
@@ -54,6 +55,9 @@ JOB_CONTROLLERS = frozenset(
     {"system:serviceaccount:kube-system:job-controller", "system:kube-controller-manager"}
 )
 
+
+# Denials for a claim or template the informers may not have yet: fetched once, decided again.
+_FETCHABLE = ("ClaimNotFound", "NotFound")
 
 # What the API server sets itself on create: a pod's request never exempts it through these.
 _SERVER_SET = ("deletionTimestamp", "deletionGracePeriodSeconds")
@@ -76,26 +80,9 @@ def _deny(code: int, reason: str, message: str, warnings: tuple[str, ...] = ()) 
     return Outcome(False, code=code, reason=reason, message=message, warnings=warnings)
 
 
-# The one place a verdict of the core becomes an HTTP status code.
-_HTTP_CODE = {Verdict.DENIED: 403, Verdict.INVALID: 400}
-
-
-def _denial(decision: Decision) -> Outcome:
-    code = _HTTP_CODE[decision.verdict]
-    return _deny(code, decision.reason, decision.message, decision.warnings)
-
-
-def _allowed(decision: Decision) -> Outcome:
-    return Outcome(True, warnings=decision.warnings)
-
-
 class Admission:
-    """Turns one AdmissionRequest into an Outcome; synchronous, called per request.
-
-    Pods are recorded by their UID: the API server sets `metadata.uid` (and the final
-    name of a generateName pod) before it calls the validating webhook, and no user can
-    choose it. The mutating webhook only stamps; the validating webhook records.
-    """
+    """Turns one AdmissionRequest into an Outcome; synchronous, called per request (see the
+    module docstring)."""
 
     def __init__(
         self,
@@ -109,6 +96,8 @@ class Admission:
         self.settings = settings
         self.placer = placer
         self.cache = DerivedCache()  # what the core derives from backend.state, between requests
+        self.prepared = PreparedCache(backend.state)  # shared by pods that ask for the same
+        self.stamps: dict[str, Stamp] = {}  # charge annotations read, by their text
 
     def review(self, req: AdmissionRequest, mutating: bool) -> tuple[Outcome, Decision | None]:
         """The answer to a request, and the decision behind it (None when none was needed)."""
@@ -152,7 +141,7 @@ class Admission:
                     "Jobs and starts them): the Job did not pass draquota's mutating webhook; "
                     "submit it again",
                 ), decision
-            return (_allowed(decision) if decision.allowed else _denial(decision)), decision
+            return outcome_of(decision), decision
         return self._admit_pod(req, obj)
 
     def _covering_job(self, pod: Mapping[str, Any]) -> Charge | None:
@@ -194,7 +183,7 @@ class Admission:
     def _mutate(self, req: AdmissionRequest, obj: dict[str, Any]) -> tuple[Outcome, Decision]:
         decision = self._decide(obj, req, "", dry_run=True)
         if not decision.allowed:
-            return _denial(decision), decision
+            return outcome_of(decision), decision
         if req.kind == "Pod" and decision.queued:
             patch = queued_pod_patch(req.object or {}, decision)
         elif req.kind == "Pod":
@@ -218,7 +207,7 @@ class Admission:
                 "; delete it first, or wait until its deletion is complete"
             )
             return _deny(409, "AlreadyExists", message), None
-        stamp = stamp_of(req, pod)
+        stamp = stamp_of(req, pod, self.stamps)
 
         def checked(decision: Decision) -> Decision:
             mismatch = stamp_mismatch(req, pod, stamp, decision)
@@ -233,7 +222,7 @@ class Admission:
             )
 
         decision = self._decide(pod, req, uid, req.dry_run, key, check=checked)
-        return (_allowed(decision) if decision.allowed else _denial(decision)), decision
+        return outcome_of(decision), decision
 
     def _decide(
         self,
@@ -246,14 +235,10 @@ class Admission:
     ) -> Decision:
         """Counting and placement first, outside the ledger's lock; under it, only the quota
         arithmetic against current usage (again after a conflict) and the record's write."""
-        state, settings = self.backend.state, self.settings
-        prepared = prepare(obj, state, settings, self.placer, req.operation, cache=self.cache)
-        missing = isinstance(prepared, Decision) and prepared.reason in (
-            "ClaimNotFound",
-            "NotFound",
-        )
+        prepared = self._prepare(obj, req.operation)
+        missing = isinstance(prepared, Decision) and prepared.reason in _FETCHABLE
         if missing and self._fetch_missing(obj):
-            prepared = prepare(obj, state, settings, self.placer, req.operation, cache=self.cache)
+            prepared = self._prepare(obj, req.operation)
         if isinstance(prepared, Decision):
             return prepared
 
@@ -264,6 +249,14 @@ class Admission:
         queue = prepared.route.queue.name
         return self.ledger.admit(
             uid or _digest_id(req.uid), evaluate, dry_run, key, cluster_queue=queue
+        )
+
+    def _prepare(self, obj: Mapping[str, Any], operation: str) -> Prepared | Decision:
+        state, settings, placer = self.backend.state, self.settings, self.placer
+        return self.prepared.prepare(
+            obj,
+            operation,
+            lambda: prepare(obj, state, settings, placer, operation, cache=self.cache),
         )
 
     def _fetch_missing(self, obj: Mapping[str, Any]) -> bool:
@@ -359,7 +352,7 @@ class Admission:
             return recheck_pod(pod, state, usage, self.settings, recorded, cache=self.cache)
 
         decision = self.ledger.admit(uid, evaluate, req.dry_run, pod_key(pod), existing=True)
-        return (_allowed(decision) if decision.allowed else _denial(decision)), decision
+        return outcome_of(decision), decision
 
     def _claim_created(self, req: AdmissionRequest) -> tuple[Outcome, Decision | None]:
         """A ResourceClaim created under a name live admitted pods reference: each such pod is

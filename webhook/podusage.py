@@ -61,6 +61,9 @@ CONFIG_KINDS = GLOBAL_KINDS + NAMESPACE_KINDS
 # Kinds a pod's charge depends on through its own claims: a change recharges the pods using them.
 CHARGE_KINDS = CONFIG_KINDS + CLAIM_KINDS
 
+# Everything `PodUsage.sync` follows.
+_SYNC_KINDS = (*CHARGE_KINDS, "Pod", "Job")
+
 _Ref = tuple[str, str | None, str]
 # how long the UID of a pod that stopped holding quota is remembered
 GONE_MEMORY_SECONDS = 600.0
@@ -140,6 +143,7 @@ class PodUsage:
         self._by_namespace: dict[str, set[str]] = {}  # namespace -> keys of its cached pods
         self._revisions: dict[str, int] = {}
         self._config_revision: tuple[int, ...] = ()
+        self._synced: tuple[int, ...] = ()  # revision(*_SYNC_KINDS) the last sync caught up with
         self._reserved: dict[str, Charge] = {}  # uid -> charge of an admission whose pod is unseen
         self._departed: list[str] = []  # uids of recorded pods that stopped holding quota
         self.unrecorded: set[str] = set()  # keys of managed live pods without a record
@@ -221,23 +225,31 @@ class PodUsage:
 
     def sync(self) -> None:
         """Catch up with the view's changes and with terminating pods whose grace ran out."""
-        if self._state.revision(*GLOBAL_KINDS) != self._config_revision:
-            self.rebuild()
-        else:
-            self._apply_changes("Pod", self._pod_changed)
-            for kind in NAMESPACE_KINDS:
-                if not self._namespaces_changed(kind):
-                    self.rebuild()  # a relist of the kind: every namespace may have changed
-                    break
-            for kind in CLAIM_KINDS:
-                self._apply_changes(kind, lambda key, _obj, k=kind: self._claim_changed(k, key))
-            self._apply_job_changes()
+        seen = self._state.revision(*_SYNC_KINDS)  # read first: later changes show next time
+        if seen != self._synced:
+            self._catch_up()
+            self._synced = seen
         self._release_due()
         self._forget_gone()
+
+    def _catch_up(self) -> None:
+        if self._state.revision(*GLOBAL_KINDS) != self._config_revision:
+            self.rebuild()
+            return
+        self._apply_changes("Pod", self._pod_changed)
+        for kind in NAMESPACE_KINDS:
+            if not self._namespaces_changed(kind):
+                self.rebuild()  # a relist of the kind: every namespace may have changed
+                break
+        for kind in CLAIM_KINDS:
+            self._apply_changes(kind, lambda key, _obj, k=kind: self._claim_changed(k, key))
+        self._apply_job_changes()
 
     def behind(self) -> int | None:
         """About how many pods and objects the next `sync` handles; None when it charges every
         pod again (queues or classes changed, or a relist). Reads the journal only."""
+        if self._state.revision(*_SYNC_KINDS) == self._synced:
+            return 0
         if self._state.revision(*GLOBAL_KINDS) != self._config_revision:
             return None
         total = 0

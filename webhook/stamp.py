@@ -17,6 +17,8 @@ from quota.waiting import ADMISSION_GATE, is_gated
 from webhook.admission import AdmissionRequest
 
 __all__ = [
+    "KNOWN_STAMPS",
+    "KNOWN_STAMP_BYTES",
     "Stamp",
     "missing_labels",
     "off_flavor_nodes",
@@ -24,6 +26,11 @@ __all__ = [
     "stamp_mismatch",
     "stamp_of",
 ]
+
+# Stamps kept by annotation text (`stamp_of`): the charges of recent workloads. A charge is a
+# few hundred bytes; longer texts (up to MAX_ANNOTATION_BYTES) are parsed, never kept.
+KNOWN_STAMPS = 1024
+KNOWN_STAMP_BYTES = 4096
 
 
 def queue_label_and_charge(obj: Mapping[str, Any] | None) -> tuple[Any, Any]:
@@ -45,12 +52,28 @@ class Stamp:
     charge: Charge | None
 
 
-def stamp_of(req: AdmissionRequest, obj: Mapping[str, Any]) -> Stamp | None:
+def stamp_of(
+    req: AdmissionRequest, obj: Mapping[str, Any], known: dict[str, Stamp] | None = None
+) -> Stamp | None:
+    """The charge annotation on `obj` (None: there is none). `known` keeps stamps by the
+    annotation's text: every pod of a workload carries the same one."""
     _, annotation = queue_label_and_charge(obj)
     if annotation is None:
         return None
+    if known is not None and isinstance(annotation, str) and len(annotation) <= KNOWN_STAMP_BYTES:
+        found = known.get(annotation)
+        if found is None:
+            found = _parsed(annotation, req.ref)
+            if len(known) >= KNOWN_STAMPS:
+                known.clear()
+            known[annotation] = found
+        return found
+    return _parsed(annotation, req.ref)
+
+
+def _parsed(annotation: Any, ref: str) -> Stamp:
     try:
-        return Stamp(Charge.from_annotation(annotation, req.ref))
+        return Stamp(Charge.from_annotation(annotation, ref))
     except (DraquotaError, TypeError, RecursionError):
         return Stamp(None)
 
@@ -71,10 +94,10 @@ def stamp_mismatch(
             f"{req.ref}: metadata.annotations[{CHARGE_ANNOTATION}]: missing: the pod did not pass "
             "draquota's mutating webhook; submit it again"
         )
-    recorded = stamp.charge
-    same = recorded is not None and recorded == dataclasses.replace(
-        decision.charge, reservation=recorded.reservation
-    )
+    recorded, charge = stamp.charge, decision.charge
+    if recorded is not None and recorded.reservation != charge.reservation:
+        charge = dataclasses.replace(charge, reservation=recorded.reservation)
+    same = recorded == charge
     if not same:
         return (
             f"{req.ref}: metadata.annotations[{CHARGE_ANNOTATION}]: does not match the charge "

@@ -141,17 +141,21 @@ class _Overlay(Usage):
         self._base = base
         self._removed: dict[str, Charge] = {}
         self._added: dict[str, Charge] = {}
+        self._queues: dict[str, tuple[dict[FlavorResource, int], _Shared]] = {}
 
     def add(self, holder: str, charge: Charge) -> None:
         self.remove(holder)
         self._added[holder] = charge
+        self._queues.clear()
 
     def remove(self, holder: str) -> None:
         if self._added.pop(holder, None) is not None:
+            self._queues.clear()
             return
         base = self._base.charge_of(holder)
         if base is not None:
             self._removed.setdefault(holder, base)
+            self._queues.clear()
 
     def charge_of(self, holder: str) -> Charge | None:
         if holder in self._added:
@@ -162,6 +166,14 @@ class _Overlay(Usage):
         return (self._base.holders() - set(self._removed)) | set(self._added)
 
     def _queue(self, cluster_queue: str) -> tuple[dict[FlavorResource, int], _Shared]:
+        """The queue's totals and shared-claim amounts with the changes applied (kept until the
+        next change: a decision reads them more than once)."""
+        found = self._queues.get(cluster_queue)
+        if found is None:
+            found = self._queues[cluster_queue] = self._changed_queue(cluster_queue)
+        return found
+
+    def _changed_queue(self, cluster_queue: str) -> tuple[dict[FlavorResource, int], _Shared]:
         totals = dict(self._base._totals.get(cluster_queue, {}))
         base_shared = self._base._shared.get(cluster_queue, {})
         shared: _Shared = dict(base_shared)

@@ -33,6 +33,22 @@ def test_annotation_is_compact_sorted_json_that_round_trips() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    "charge",
+    [
+        CHARGE,
+        Charge("équipe", "ns/q", {"gpus": "défaut"}, {"gpus": 1}),  # escaped as json always did
+        Charge("a", "ns/q", {"cpu": "f"}, {"cpu": 2**70}),  # beyond 64 bits: json writes it
+        Charge("a", "ns/q", {"x\u0001y": "f"}, {"x\u0001y": -1}, reservation='q"uote\\'),
+    ],
+    ids=["plain", "non-ascii", "huge", "escapes"],
+)
+def test_the_annotation_text_is_the_same_as_ever(charge: Charge) -> None:
+    """Equal charges give equal annotations across versions: pods admitted before keep theirs."""
+    expected = json.dumps(charge.to_dict(), sort_keys=True, separators=(",", ":"))
+    assert charge.to_annotation() == expected
+
+
 def test_flavor_usage_keys_by_flavor_and_resource() -> None:
     assert CHARGE.flavor_usage() == {
         FlavorResource("default", "cpu"): 1500,

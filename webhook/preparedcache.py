@@ -1,0 +1,129 @@
+"""Prepared decisions remembered between admissions, keyed by what the object says.
+
+`quota.decision.prepare` (routing, counting, every flavor judged with placement) depends
+on the object and on the cluster view, never on quota usage. Pods that say the same
+thing — one pod at /mutate and again at /validate, every pod of a Job or Deployment —
+share one `Prepared` per revision of what prepare reads. The object's identity (its
+name, uid, owner) only names it in messages, so it is left out of the key and each
+request gets the prepared decision with its own workload: /validate still decides on
+the very object it was given, and its messages name it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+
+from quota.claims import CLAIM_KINDS
+from quota.cluster import ClusterState
+from quota.decision import Prepared
+from quota.errors import DraquotaError
+from quota.queues import QUEUE_KINDS
+from quota.verdict import Decision
+from quota.workloads import as_workload
+from webhook.placementcache import PLACEMENT_KINDS
+
+__all__ = ["IDENTITY_FIELDS", "PREPARE_KINDS", "PreparedCache"]
+
+# Everything `prepare` reads from the cluster view (tests/webhook/test_preparedcache.py
+# records the kinds it reads and fails if one is missing here).
+PREPARE_KINDS = tuple(
+    dict.fromkeys((*QUEUE_KINDS, "Namespace", "DeviceClass", *CLAIM_KINDS, *PLACEMENT_KINDS))
+)
+
+# metadata fields that tell pods apart without changing what they ask for: a decision
+# reads them only to name the object in its messages.
+IDENTITY_FIELDS = frozenset(
+    {
+        "name",
+        "generateName",
+        "uid",
+        "ownerReferences",
+        "resourceVersion",
+        "creationTimestamp",
+        "generation",
+        "managedFields",
+    }
+)
+
+Prepare = Callable[[], "Prepared | Decision"]
+
+
+def content_key(obj: Mapping[str, Any], operation: str) -> tuple[bytes, dict[str, Any]] | None:
+    """The object without its identity, and that as bytes: the key (None: not an object this
+    cache keeps)."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return None
+    anonymous = {**obj, "metadata": {k: v for k, v in metadata.items() if k not in IDENTITY_FIELDS}}
+    try:
+        return orjson.dumps([operation, anonymous]), anonymous
+    except TypeError:  # not plain JSON data: decided afresh, never cached
+        return None
+
+
+class PreparedCache:
+    """Prepared decisions by object content, dropped whole when what prepare reads changes.
+
+    Only a prepared decision that names no object is kept: one with warnings (placement
+    under `Warn`, unmapped classes under `Ignore`) names its pod in them and is prepared
+    afresh. A settled decision (a denial, not managed) is never kept. Bounded in entries
+    and in bytes of keys (an entry keeps its object without identity, about the key's
+    size): a user who sends many different pods only makes their own admissions slower.
+    """
+
+    def __init__(self, state: ClusterState, size: int = 1024, budget: int = 16 << 20) -> None:
+        self.state = state
+        self.size = size
+        self.budget = budget
+        self.hits = 0
+        self._revision: tuple[Any, ...] = ()
+        self._entries: dict[bytes, Prepared] = {}
+        self._bytes = 0
+
+    def prepare(
+        self, obj: Mapping[str, Any], operation: str, build: Prepare
+    ) -> Prepared | Decision:
+        """The prepared decision for `obj`: kept from an object saying the same, else `build()`."""
+        content = content_key(obj, operation)
+        if content is None:
+            return build()
+        key, anonymous = content
+        entries = self._current()
+        found = entries.get(key)
+        if found is not None:
+            try:
+                workload = as_workload(obj)
+            except DraquotaError:
+                return build()
+            self.hits += 1
+            return found.of(workload)
+        prepared = build()
+        if isinstance(prepared, Prepared) and _names_nothing(prepared):
+            if len(entries) >= self.size or self._bytes + len(key) > self.budget:
+                entries.clear()
+                self._bytes = 0
+            # Kept without the identity of the pod it was built for: that is never read again.
+            kept = prepared.workload
+            if kept.pod is obj:
+                kept = dataclasses.replace(kept, pod=anonymous)
+            entries[key] = prepared.of(kept)
+            self._bytes += len(key)
+        return prepared
+
+    def _current(self) -> dict[bytes, Prepared]:
+        # Read before building: an entry built while the view changes is kept under the older
+        # revision, and dropped by the next call.
+        revision = self.state.revision(*PREPARE_KINDS)
+        if revision != self._revision:
+            self._entries = {}
+            self._bytes = 0
+            self._revision = revision
+        return self._entries
+
+
+def _names_nothing(prepared: Prepared) -> bool:
+    return not prepared.warnings and not any(prepared.notes.values())
