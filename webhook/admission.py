@@ -130,7 +130,7 @@ def _string(value: Any, path: str, required: bool = False) -> str:
 def _mapping(value: Any, path: str, required: bool = False) -> Mapping[str, Any] | None:
     if value is None and not required:
         return None
-    if not isinstance(value, Mapping):
+    if not isinstance(value, dict):  # what orjson makes of a JSON object
         raise BadReview(path, "required, must be an object" if required else "must be an object")
     return value
 

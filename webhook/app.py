@@ -49,13 +49,16 @@ def _json(status: int, document: Any) -> Response:
     return Response(orjson.dumps(document), status_code=status, media_type="application/json")
 
 
+def _too_large(limit: int) -> Response:
+    return _json(413, {"error": f"request body larger than {limit} bytes", "code": 413})
+
+
 async def _read_body(request: Request, limit: int) -> bytes | Response:
     declared = request.headers.get("content-length")
-    too_large = _json(413, {"error": f"request body larger than {limit} bytes", "code": 413})
     if declared is not None:
         try:
             if int(declared) > limit:
-                return too_large
+                return _too_large(limit)
         except ValueError:
             return _json(400, {"error": "invalid Content-Length header", "code": 400})
     chunks: list[bytes] = []
@@ -63,7 +66,7 @@ async def _read_body(request: Request, limit: int) -> bytes | Response:
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            return too_large
+            return _too_large(limit)
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -238,13 +241,13 @@ def _record(
         queue = f"{req.namespace or 'default'}/{decision.local_queue_name}"
     reason = outcome.reason or (decision.reason if decision else "") or "Allowed"
     metrics.observe_latency(endpoint, elapsed)
-    metrics.decisions.labels(
+    metrics.decided(
         endpoint,
         queue_label(queue, queue_exists),
         resource_label(req.resource),
         reason_label(reason),
         str(outcome.allowed),
-    ).inc()
+    )
     level = logging.DEBUG if outcome.allowed else logging.INFO
     if log.isEnabledFor(level):
         log.log(

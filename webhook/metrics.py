@@ -218,6 +218,7 @@ class Metrics:
             registry=self.registry,
         )
         self._latency_children: dict[str, Any] = {}
+        self._decision_children: dict[tuple[str, ...], Any] = {}
         # Label values are ClusterQueue names the controller admitted to: the configuration's.
         self.waited = Histogram(
             "draquota_queue_wait_seconds",
@@ -232,6 +233,17 @@ class Metrics:
             ["endpoint", "code"],
             registry=self.registry,
         )
+
+    def decided(self, endpoint: str, queue: str, resource: str, reason: str, allowed: str) -> None:
+        """Count one answer. The label values are bounded (`queue_label`, `reason_label`, ...),
+        so their counters are kept rather than looked up under the client's lock each time."""
+        key = (endpoint, queue, resource, reason, allowed)
+        child = self._decision_children.get(key)
+        if child is None:
+            if len(self._decision_children) >= 4096:
+                self._decision_children.clear()
+            child = self._decision_children[key] = self.decisions.labels(*key)
+        child.inc()
 
     def observe_latency(self, endpoint: str, seconds: float) -> None:
         child = self._latency_children.get(endpoint)
