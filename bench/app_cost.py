@@ -1,0 +1,146 @@
+"""What draquota adds per request, in process: both ASGI apps driven directly.
+
+`bench/run.py` measures whole servers under `wrk`: TLS, uvicorn, h11 and the event loop
+cost the same for draquota and the allow-all baseline, and the machine's noise moves
+both by ±5 % between runs. This drives the two apps of that benchmark (the same
+cluster, the same AdmissionReviews, a uid per request) through their ASGI interface in
+one process, no sockets, and reports microseconds per request and the difference: the
+cost of draquota's own code (envelope, decision, ledger, metrics), to compare commits.
+
+    .venv/bin/python bench/app_cost.py [--nodes 500] [--requests 2000] [--rounds 5]
+
+Each figure is the best of `--rounds` rounds: the least disturbed by the machine.
+Server figures are higher (the app's code shares caches with TLS and the event loop
+there): in bench/README's runs, about 1.6x what this reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import itertools
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from webhook_bench import UID, allow_all_app, bench_pod, build_cluster, review  # noqa: E402
+
+__all__ = ["main", "measure", "report"]
+
+App = Callable[..., Any]
+
+
+async def _post(app: App, path: str, body: bytes) -> dict[str, Any]:
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+        "scheme": "https", "path": path, "raw_path": path.encode(), "query_string": b"",
+        "root_path": "", "headers": headers, "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 443), "state": {},
+    }  # fmt: skip
+    await app(scope, receive, send)
+    if sent[0]["status"] != 200:
+        raise RuntimeError(f"{path}: HTTP {sent[0]['status']}")
+    answer: dict[str, Any] = orjson.loads(b"".join(m.get("body", b"") for m in sent[1:]))
+    return answer["response"]
+
+
+def _draquota(state: Path) -> App:
+    from webhook.app import create_app
+    from webhook.bootstrap import embedded
+    from webhook.commands._common import load_settings
+    from webhook.statedir import StateDirBackend
+
+    settings = load_settings(None)
+    wiring = embedded(StateDirBackend(state), settings)
+    return create_app(wiring.backend, wiring.ledger, settings, wiring.placer)
+
+
+async def _bodies(app: App) -> dict[str, str]:
+    """The /mutate body, and the /validate body the API server sends after the patch."""
+    pod = bench_pod("train-probe")
+    response = await _post(app, "/mutate", orjson.dumps(review(pod, "probe")))
+    if not response["allowed"] or "patch" not in response:
+        raise RuntimeError(f"draquota did not admit the benchmark pod: {response}")
+    mutated = jsonpatch.apply_patch(pod, orjson.loads(base64.b64decode(response["patch"])))
+    mutated["metadata"].update(name=f"train-{UID}", uid=UID)
+    return {
+        "/mutate": orjson.dumps(review(bench_pod(f"train-{UID}"), UID)).decode(),
+        "/validate": orjson.dumps(review(mutated, UID)).decode(),
+    }
+
+
+async def _round(app: App, path: str, template: str, requests: int, ids: Any) -> float:
+    """Microseconds per request; every request has its own uid and pod name."""
+    bodies = [template.replace(UID, f"u{next(ids):09d}").encode() for _ in range(requests)]
+    started = time.perf_counter()
+    for body in bodies:
+        answer = await _post(app, path, body)
+        if not answer["allowed"]:
+            raise RuntimeError(f"{path}: denied: {answer.get('status')}")
+    return (time.perf_counter() - started) / requests * 1e6
+
+
+async def _measure(state: Path, requests: int, rounds: int) -> dict[str, dict[str, float]]:
+    draquota, baseline = _draquota(state), allow_all_app()
+    bodies, ids = await _bodies(draquota), itertools.count()
+    figures: dict[str, dict[str, float]] = {}
+    for path, template in bodies.items():
+        best: dict[str, float] = {}
+        for name, app in (("baseline", baseline), ("draquota", draquota)):
+            await _round(app, path, template, max(1, requests // 10), ids)  # warm-up
+            times = [await _round(app, path, template, requests, ids) for _ in range(rounds)]
+            best[name] = min(times)
+        best["added"] = best["draquota"] - best["baseline"]
+        figures[path] = best
+    return figures
+
+
+def measure(nodes: int, requests: int, rounds: int) -> dict[str, dict[str, float]]:
+    """Per endpoint: µs per request of the baseline, of draquota, and what draquota adds."""
+    with tempfile.TemporaryDirectory(prefix="draquota-app-cost-") as work:
+        state = Path(work) / "cluster"
+        build_cluster(state, nodes)
+        return asyncio.run(_measure(state, requests, rounds))
+
+
+def report(figures: dict[str, dict[str, float]]) -> str:
+    lines = [f"{'endpoint':<12}{'baseline µs':>14}{'draquota µs':>14}{'added µs':>12}"]
+    for path, f in figures.items():
+        lines.append(f"{path:<12}{f['baseline']:>14.1f}{f['draquota']:>14.1f}{f['added']:>12.1f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=500)
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    figures = measure(args.nodes, args.requests, args.rounds)
+    print(orjson.dumps(figures).decode() if args.json else report(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
