@@ -144,11 +144,11 @@ class _Demand:
     shared: Mapping[str, Mapping[str, int]]
     held: frozenset[tuple[str, FlavorResource]]
     pods: int
-    classes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    asked: Mapping[str, Collection[str]] = field(default_factory=dict)
 
     def resource_text(self, resource: str) -> str:
         """`gpus (DeviceClass gpu.example.com)`: the quota resource and the classes that asked."""
-        names = self.classes.get(resource)
+        names = sorted(self.asked.get(resource) or ())
         if not names:
             return resource
         label = "DeviceClass" if len(names) == 1 else "DeviceClasses"
@@ -159,7 +159,7 @@ def _amount(demand: _Demand, key: FlavorResource) -> tuple[int, int]:
     """(per-pod part x pods, shared claims not yet held in this flavor)."""
     per_pod = sat_mul(demand.per_pod.get(key.resource, 0), demand.pods)
     shared = 0
-    for claim, amounts in sorted(demand.shared.items()):
+    for claim, amounts in demand.shared.items():  # a sum: the order does not matter
         if (claim, key) not in demand.held:
             shared = sat_add(shared, amounts.get(key.resource, 0))
     return per_pod, shared
@@ -275,8 +275,7 @@ def assign_flavors(
         for device_class, resource in table.class_resources.get(queue.name, {}).items():
             mapped.setdefault(resource, []).append(device_class)
         asked = mapped
-    classes = {resource: tuple(sorted(names)) for resource, names in asked.items() if names}
-    demand = _Demand(per_pod, shared, held, pods, classes)
+    demand = _Demand(per_pod, shared, held, pods, asked)  # asked: read for denials only
     views: dict[FlavorResource, QuotaView] = {}
     usages: dict[str, Mapping[FlavorResource, int]] = {}
 

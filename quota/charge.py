@@ -13,6 +13,8 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 import orjson
@@ -137,6 +139,11 @@ class Charge:
 
     def to_annotation(self) -> str:
         """Compact JSON with sorted keys, so equal charges give equal annotations."""
+        return self._annotation
+
+    @cached_property
+    def _annotation(self) -> str:
+        # Kept: one charge object serves every pod of a workload (`Prepared.charged_to`).
         document = self.to_dict()
         try:
             text = orjson.dumps(document, option=orjson.OPT_SORT_KEYS).decode()
@@ -195,25 +202,39 @@ class Charge:
             reservation=reservation,
         )
 
-    def flavor_usage(self) -> dict[FlavorResource, int]:
+    def flavor_usage(self) -> Mapping[FlavorResource, int]:
         """The per-pod usage keyed by (flavor, resource); shared claims are not included."""
+        return self._flavor_usage
+
+    def shared_flavor_usage(self) -> Mapping[str, Mapping[FlavorResource, int]]:
+        """Per shared claim, its amounts keyed by (flavor, resource)."""
+        return self._shared_flavor_usage
+
+    # Kept per charge (its fields never change): usage indexes read them on every add and
+    # remove, and one charge object serves every pod of a workload.
+    @cached_property
+    def _flavor_usage(self) -> Mapping[FlavorResource, int]:
         out: dict[FlavorResource, int] = {}
         for resource, value in sorted(self.per_pod.items()):
             flavor = self.flavors.get(resource)
             if flavor is not None and value:
                 out[FlavorResource(flavor, resource)] = value
-        return out
+        return MappingProxyType(out)
 
-    def shared_flavor_usage(self) -> dict[str, dict[FlavorResource, int]]:
-        """Per shared claim, its amounts keyed by (flavor, resource)."""
-        return {
-            claim: {
-                FlavorResource(self.flavors[resource], resource): value
-                for resource, value in sorted(amounts.items())
-                if value and resource in self.flavors
+    @cached_property
+    def _shared_flavor_usage(self) -> Mapping[str, Mapping[FlavorResource, int]]:
+        return MappingProxyType(
+            {
+                claim: MappingProxyType(
+                    {
+                        FlavorResource(self.flavors[resource], resource): value
+                        for resource, value in sorted(amounts.items())
+                        if value and resource in self.flavors
+                    }
+                )
+                for claim, amounts in sorted(self.shared_claims.items())
             }
-            for claim, amounts in sorted(self.shared_claims.items())
-        }
+        )
 
 
 def at_least(admitted: Charge, current: Charge) -> Charge:

@@ -13,11 +13,11 @@ missing object a DENIED decision naming it. It is pure and deterministic.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from quota.assignment import Assignment, PreferringFilter, assign_flavors
-from quota.charge import times
+from quota.charge import Charge, times
 from quota.charging import Charged, charge_of, charged_in, exceeds, first_flavors, node_labels
 from quota.cluster import ClusterState
 from quota.demand import PodDemand, pod_demand
@@ -132,6 +132,11 @@ class Prepared:
     busy: Mapping[str, str]  # flavors whose nodes can host the claims only later, and why
     busy_everywhere: str  # why no node at all can host them right now ("" when some can)
     operation: str = "CREATE"
+    # (flavors) -> (charge, nodeSelector): shared by every copy `of` makes, so the pods of a
+    # workload hold one Charge object (and its annotation text) per flavor assignment.
+    _charges: dict[tuple[tuple[str, str], ...], tuple[Charge, dict[str, str]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @property
     def subject(self) -> str:
@@ -152,7 +157,17 @@ class Prepared:
             self.busy,
             self.busy_everywhere,
             self.operation,
+            self._charges,
         )
+
+    def charged_to(self, flavors: Mapping[str, str]) -> tuple[Charge, dict[str, str]]:
+        """The pod's charge in `flavors` and the nodeSelector that pins it there."""
+        key = tuple(flavors.items())
+        found = self._charges.get(key)
+        if found is None:
+            charge = charge_of(self.route, self.demand, self.charged, flavors, "")
+            found = self._charges[key] = (charge, node_labels(self.table, flavors))
+        return found
 
     @property
     def where(self) -> str:
@@ -258,13 +273,14 @@ def _decide_pod(c: Prepared, live: Usage) -> Decision:
         warnings.append(f"{c.subject} borrows quota from cohort {queue.cohort}")
     if waiting := c.busy_warning(assignment.flavors.values()):
         warnings.append(waiting)
+    charge, node_selector = c.charged_to(assignment.flavors)
     return Decision(
         verdict=Verdict.ADMITTED,
         reason="Admitted",
         message=f"{c.subject} admitted to {c.where}",
         warnings=tuple(sorted(set(warnings))),
-        charge=charge_of(c.route, c.demand, charged, assignment.flavors, ""),
-        node_selector=node_labels(c.table, assignment.flavors),
+        charge=charge,
+        node_selector=node_selector,
         local_queue_name=c.route.local.name,
     )
 

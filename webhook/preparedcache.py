@@ -2,11 +2,12 @@
 
 `quota.decision.prepare` (routing, counting, every flavor judged with placement) depends
 on the object and on the cluster view, never on quota usage. Pods that say the same
-thing — one pod at /mutate and again at /validate, every pod of a Job or Deployment —
-share one `Prepared` per revision of what prepare reads. The object's identity (its
-name, uid, owner) only names it in messages, so it is left out of the key and each
-request gets the prepared decision with its own workload: /validate still decides on
-the very object it was given, and its messages name it.
+thing — every pod of a Job or Deployment, a pod sent again — share one `Prepared` per
+revision of what prepare reads. The object's identity (its name, uid, owner) only names
+it in messages, so it is left out of the key and each request gets the prepared
+decision with its own workload: /validate still decides on the very object it was
+given (which /mutate's stamps make a different content from the one /mutate saw), and
+its messages name it. The quota arithmetic against usage (`conclude`) is never kept.
 """
 
 from __future__ import annotations

@@ -127,4 +127,5 @@ def missing_labels(pod: Mapping[str, Any], wanted: Mapping[str, str]) -> str:
     spec = pod.get("spec")
     selector = spec.get("nodeSelector") if isinstance(spec, Mapping) else None
     selector = selector if isinstance(selector, Mapping) else {}
-    return ",".join(f"{k}={v}" for k, v in sorted(wanted.items()) if selector.get(k) != v)
+    missing = [key for key, value in wanted.items() if selector.get(key) != value]
+    return ",".join(f"{key}={wanted[key]}" for key in sorted(missing)) if missing else ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -47,6 +48,19 @@ def test_the_annotation_text_is_the_same_as_ever(charge: Charge) -> None:
     """Equal charges give equal annotations across versions: pods admitted before keep theirs."""
     expected = json.dumps(charge.to_dict(), sort_keys=True, separators=(",", ":"))
     assert charge.to_annotation() == expected
+
+
+def test_what_a_charge_derives_is_kept_read_only_and_follows_a_replaced_charge() -> None:
+    usage = CHARGE.flavor_usage()
+    assert CHARGE.flavor_usage() is usage and CHARGE.to_annotation() is CHARGE.to_annotation()
+    with pytest.raises(TypeError):
+        usage[FlavorResource("default", "cpu")] = 0  # type: ignore[index]
+    with pytest.raises(TypeError):
+        CHARGE.shared_flavor_usage()["team-a/shared"][FlavorResource("x", "y")] = 1  # type: ignore[index]
+    bigger = dataclasses.replace(CHARGE, per_pod={"gpus": 5, "cpu": 1500})
+    assert bigger.flavor_usage()[FlavorResource("on-demand", "gpus")] == 5
+    assert json.loads(bigger.to_annotation())["usage"]["gpus"] == 5
+    assert CHARGE.flavor_usage()[FlavorResource("on-demand", "gpus")] == 2
 
 
 def test_flavor_usage_keys_by_flavor_and_resource() -> None:

@@ -82,7 +82,7 @@ def test_pods_that_ask_alike_share_one_preparation_and_each_is_named(
     first, second = harness.mutate(pod("worker-1")), harness.mutate(pod("worker-2"))
     assert harness.built == 1
     assert first.allowed and second.allowed
-    assert first.charge == second.charge
+    assert first.charge is second.charge  # one Charge object for the pods of a workload
     assert f"{NAMESPACE}/worker-1 " in first.message and "worker-2" not in first.message
     assert f"{NAMESPACE}/worker-2 " in second.message
     assert harness.admission.prepared.hits == 1
