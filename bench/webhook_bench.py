@@ -282,10 +282,14 @@ def _free_port() -> int:
 
 
 @contextmanager
-def _server(command: list[str], port: int, cert_dir: Path, log: Path) -> Iterator[str]:
+def _server(
+    command: list[str], port: int, cert_dir: Path, log: Path, pids: dict[str, int] | None = None
+) -> Iterator[str]:
     url = f"https://127.0.0.1:{port}"
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+    if pids is not None:
+        pids[url] = process.pid
     try:
         context = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
         deadline = time.monotonic() + 120
@@ -310,7 +314,27 @@ def _server(command: list[str], port: int, cert_dir: Path, log: Path) -> Iterato
             process.wait()
 
 
-def _wrk(url: str, path: str, body: bytes, seconds: int, connections: int, work: Path) -> dict:
+def _cpu_seconds(pid: int) -> float | None:
+    """User + system CPU time of a process so far (None where /proc does not tell)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _wrk(
+    url: str,
+    path: str,
+    body: bytes,
+    seconds: int,
+    connections: int,
+    work: Path,
+    pid: int | None = None,
+) -> dict:
+    """wrk's figures; with the server's `pid`, also its CPU time per request (`cpu_us`): what
+    the server spends, whoever of wrk and the server is the bottleneck."""
+    before = _cpu_seconds(pid) if pid is not None else None
     script = work / f"{path.strip('/')}-{connections}.lua"
     script.write_text(_lua(body, path))
     command = [
@@ -323,6 +347,9 @@ def _wrk(url: str, path: str, body: bytes, seconds: int, connections: int, work:
     line = next(x for x in output.stdout.splitlines() if x.startswith("WRKJSON "))
     result = json.loads(line.removeprefix("WRKJSON "))
     result["rps"] = result["requests"] / (result["duration_us"] / 1e6)
+    after = _cpu_seconds(pid) if pid is not None else None
+    if before is not None and after is not None and result["requests"]:
+        result["cpu_us"] = (after - before) / result["requests"] * 1e6
     return result
 
 
@@ -376,22 +403,25 @@ def run_benchmark(nodes: int, seconds: int, connections: int, work: Path) -> dic
     base_command = [*baseline, "--port", str(base_port), "--cert-dir", str(cert_dir)]
     # Both servers stay up; one is driven at a time, and the baseline is measured before and
     # after draquota so that a change in the machine's load during the run shows (and averages).
+    pids: dict[str, int] = {}
+    draquota_log, base_log = work / "draquota.log", work / "baseline.log"
     with (
-        _server([*draquota, "--port", str(port)], port, cert_dir, work / "draquota.log") as url,
-        _server(base_command, base_port, cert_dir, work / "baseline.log") as base_url,
+        _server([*draquota, "--port", str(port)], port, cert_dir, draquota_log, pids) as url,
+        _server(base_command, base_port, cert_dir, base_log, pids) as base_url,
     ):
         mutate_body, validate_body = _mutated_body(url, cert_dir)
+        us, base = pids[url], pids[base_url]
         _wrk(base_url, "/validate", validate_body, warm, connections, work)
-        before = _wrk(base_url, "/validate", validate_body, seconds, connections, work)
+        before = _wrk(base_url, "/validate", validate_body, seconds, connections, work, base)
         _wrk(url, "/validate", validate_body, warm, connections, work)  # warm caches, placer index
-        results["mutate"] = _wrk(url, "/mutate", mutate_body, seconds, connections, work)
-        results["validate"] = _wrk(url, "/validate", validate_body, seconds, connections, work)
+        results["mutate"] = _wrk(url, "/mutate", mutate_body, seconds, connections, work, us)
+        results["validate"] = _wrk(url, "/validate", validate_body, seconds, connections, work, us)
         results["decisions"] = _decisions(url, cert_dir)
-        after = _wrk(base_url, "/validate", validate_body, seconds, connections, work)
+        after = _wrk(base_url, "/validate", validate_body, seconds, connections, work, base)
     results["baseline_runs"] = [before, after]
+    keys = ("rps", "p50_us", "p99_us", "requests", "errors", "cpu_us")
     results["baseline"] = {
-        key: (before[key] + after[key]) / 2
-        for key in ("rps", "p50_us", "p99_us", "requests", "errors")
+        key: (before[key] + after[key]) / 2 for key in keys if key in before and key in after
     }
     base = results["baseline"]["rps"]
     mutate, validate = results["mutate"]["rps"], results["validate"]["rps"]
@@ -402,6 +432,10 @@ def run_benchmark(nodes: int, seconds: int, connections: int, work: Path) -> dic
         "full_admission/baseline_pair": full / (base / 2),
     }
     results["full_admission_rps"] = full
+    cpu = [r.get("cpu_us") for r in (results["baseline"], results["mutate"], results["validate"])]
+    if all(cpu):
+        # The same comparison in server CPU per request: steadier than req/s on a shared machine.
+        results["ratios"]["full_admission_cpu/baseline_pair"] = 2 * cpu[0] / (cpu[1] + cpu[2])
     return results
 
 
@@ -409,7 +443,8 @@ def report(results: dict[str, Any]) -> str:
     lines = [
         f"nodes={results['nodes']} connections={results['connections']} "
         f"duration={results['seconds']}s per target (wrk -t1, TLS, 127.0.0.1)",
-        f"{'target':<22}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'errors':>8}",
+        f"{'target':<22}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'errors':>8}"
+        f"{'server CPU µs/req':>19}",
     ]
     runs = [("baseline (before)", results["baseline_runs"][0])]
     runs += [(name, results[name]) for name in ("mutate", "validate")]
@@ -418,9 +453,10 @@ def report(results: dict[str, Any]) -> str:
         ("baseline (mean)", results["baseline"]),
     ]
     for name, r in runs:
+        cpu = f"{r['cpu_us']:>19.0f}" if "cpu_us" in r else f"{'-':>19}"
         lines.append(
             f"{name:<22}{r['rps']:>10.0f}{r['p50_us'] / 1000:>10.2f}"
-            f"{r['p99_us'] / 1000:>10.2f}{r['errors']:>8.0f}"
+            f"{r['p99_us'] / 1000:>10.2f}{r['errors']:>8.0f}{cpu}"
         )
     lines.append(
         f"{'full admission':<22}{results['full_admission_rps']:>10.0f}  (mutate + validate)"
@@ -428,7 +464,7 @@ def report(results: dict[str, Any]) -> str:
     for name, value in sorted(results["decisions"].items()):
         lines.append(f"answers {name:<28}{value:>8.0f}")
     for name, value in results["ratios"].items():
-        lines.append(f"ratio {name:<30}{value:>6.2f}")
+        lines.append(f"ratio {name:<36}{value:>6.2f}")
     return "\n".join(lines)
 
 
