@@ -29,7 +29,7 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy --strict quota/
+	$(BIN)/mypy --strict quota/ webhook/ certs/
 
 # The unit suite, then the e2e tier against a real control plane (../shared/k8s or
 # $$DRAQUOTA_K8S_DIR; skipped with one line saying why when it is not there).

@@ -176,8 +176,8 @@ class KubeAdmissionClient:
                 api.replace_validating_webhook_configuration,
             )
         if kind == CRD:
-            api = self._extensions
-            return api.read_custom_resource_definition, api.replace_custom_resource_definition
+            crds = self._extensions
+            return crds.read_custom_resource_definition, crds.replace_custom_resource_definition
         raise ValueError(f"caBundle injection: unsupported kind {kind}")
 
     def read(self, kind: str, name: str) -> dict[str, Any] | None:

@@ -44,7 +44,7 @@ def api_client(kubeconfig: Path | None = None, in_cluster: bool = False) -> Any:
 
     if in_cluster:
         try:
-            config.load_incluster_config()
+            config.load_incluster_config()  # type: ignore[no-untyped-call]
         except config.ConfigException as exc:
             raise ClusterAccessError(
                 f"--in-cluster: not running in a pod with a service account: {str(exc).rstrip('.')}"
@@ -54,7 +54,8 @@ def api_client(kubeconfig: Path | None = None, in_cluster: bool = False) -> Any:
     if kubeconfig is not None and not kubeconfig.is_file():
         raise ClusterAccessError(f"{where}: no such file")
     try:
-        return config.new_client_from_config(config_file=str(kubeconfig) if kubeconfig else None)
+        file = str(kubeconfig) if kubeconfig else None
+        return config.new_client_from_config(config_file=file)  # type: ignore[no-untyped-call]
     except Exception as exc:  # ConfigException, YAML errors, missing keys: no common base
         raise ClusterAccessError(f"{where}: {_one_line(str(exc)) or type(exc).__name__}") from None
 

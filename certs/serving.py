@@ -62,7 +62,11 @@ def subject_alt_names(
     except x509.ExtensionNotFound:
         return set(), set()
     dns = set(san.get_values_for_type(x509.DNSName))
-    ips = set(san.get_values_for_type(x509.IPAddress))
+    ips = {
+        ip
+        for ip in san.get_values_for_type(x509.IPAddress)
+        if isinstance(ip, ipaddress.IPv4Address | ipaddress.IPv6Address)  # not networks
+    }
     return dns, ips
 
 

@@ -196,7 +196,9 @@ class Admission:
                 patch += suspend_patch(req.object or {})
         return Outcome(True, warnings=decision.warnings, patch=tuple(patch)), decision
 
-    def _admit_pod(self, req: AdmissionRequest, pod: dict[str, Any]) -> tuple[Outcome, Decision]:
+    def _admit_pod(
+        self, req: AdmissionRequest, pod: dict[str, Any]
+    ) -> tuple[Outcome, Decision | None]:
         """Validate a pod create: decide, check the stamp of /mutate, and record by UID."""
         uid = pod_uid(pod) or _digest_id(req.uid)
         key = pod_key(pod)

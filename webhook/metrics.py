@@ -177,8 +177,8 @@ class _StateCollector:
             "managed live pods charged by recomputation alone: no admission record (created "
             "before draquota was installed, or while its webhooks were removed)",
         )
-        count: Callable[[], int] | None = getattr(self._ledger, "unrecorded_pods", None)
-        unrecorded.add_metric([], float(count()) if count else 0.0)
+        unrecorded_pods: Callable[[], int] | None = getattr(self._ledger, "unrecorded_pods", None)
+        unrecorded.add_metric([], float(unrecorded_pods()) if unrecorded_pods else 0.0)
         yield unrecorded
         yield self._waiting()
 

@@ -17,7 +17,7 @@ from quota.errors import InvalidObject
 from quota.verdict import Decision
 from quota.waiting import ADMISSION_GATE, is_gated
 from quota.workloads import WORKLOAD_KINDS
-from webhook.types import PatchOp
+from webhook.types import PatchOp, PatchVerb
 
 __all__ = [
     "covered_pod_patch",
@@ -52,14 +52,14 @@ def _set_entries(
     if not entries:
         return []
     if not isinstance(parent, Mapping):
-        op = "replace" if parent is not None else "add"
+        op: PatchVerb = "replace" if parent is not None else "add"
         return [{"op": op, "path": parent_path, "value": dict(entries)}]
     ops: list[PatchOp] = []
     for key, value in entries.items():
         if key in parent and (parent[key] == value or not overwrite):
             continue
-        op = "replace" if key in parent else "add"
-        ops.append({"op": op, "path": f"{parent_path}/{escape_pointer(key)}", "value": value})
+        verb: PatchVerb = "replace" if key in parent else "add"
+        ops.append({"op": verb, "path": f"{parent_path}/{escape_pointer(key)}", "value": value})
     return ops
 
 
@@ -123,7 +123,7 @@ def queued_pod_patch(pod: Mapping[str, Any], decision: Decision) -> list[PatchOp
     gate = {"name": ADMISSION_GATE}
     if isinstance(gates, list):
         return [*ops, {"op": "add", "path": "/spec/schedulingGates/-", "value": gate}]
-    op = "add" if gates is None else "replace"
+    op: PatchVerb = "add" if gates is None else "replace"
     return [*ops, {"op": op, "path": "/spec/schedulingGates", "value": [gate]}]
 
 

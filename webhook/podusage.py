@@ -21,6 +21,7 @@ import logging
 import time
 import weakref
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from quota.charge import Charge
@@ -242,7 +243,7 @@ class PodUsage:
                 self.rebuild()  # a relist of the kind: every namespace may have changed
                 break
         for kind in CLAIM_KINDS:
-            self._apply_changes(kind, lambda key, _obj, k=kind: self._claim_changed(k, key))
+            self._apply_changes(kind, partial(self._claim_changed, kind))
         self._apply_job_changes()
 
     def behind(self) -> int | None:
@@ -333,7 +334,7 @@ class PodUsage:
                 self._charge(key, self._pods[key])
         return True
 
-    def _claim_changed(self, kind: str, key: str) -> None:
+    def _claim_changed(self, kind: str, key: str, _claim: Obj | None = None) -> None:
         namespace, name = key.split("/", 1)
         for user in sorted(self._users.get((kind, namespace, name), ())):
             pod = self._pods.get(user)

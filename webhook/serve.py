@@ -93,6 +93,8 @@ class _ClientCertificate:
 
 def _peer_aware(protocol: type[asyncio.Protocol]) -> type[asyncio.Protocol]:
     class PeerAwareProtocol(protocol):  # type: ignore[misc, valid-type]
+        app: Any  # uvicorn's protocol sets it: the ASGI app of this connection
+
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)
             peer = transport.get_extra_info("peercert")

@@ -17,6 +17,7 @@ __all__ = [
     "JsonObject",
     "Operation",
     "PatchOp",
+    "PatchVerb",
     "ResponseStatus",
 ]
 
@@ -91,7 +92,10 @@ class AdmissionReviewOut(TypedDict):
     response: AdmissionResponse
 
 
+PatchVerb = Literal["add", "replace", "remove", "test"]
+
+
 class PatchOp(TypedDict, total=False):
-    op: Literal["add", "replace", "remove", "test"]
+    op: PatchVerb
     path: str
     value: Any

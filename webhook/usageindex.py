@@ -40,7 +40,9 @@ def _apply(
                 del counts[value]
 
 
-def _sum(totals: Mapping[FlavorResource, int], shared: Mapping[Any, Counter[int]]) -> dict:
+def _sum(
+    totals: Mapping[FlavorResource, int], shared: Mapping[Any, Counter[int]]
+) -> dict[FlavorResource, int]:
     total = dict(totals)
     for (_, key), amounts in shared.items():
         if amounts:

@@ -85,11 +85,11 @@ def collect_claims(
                 from_workloads.append((f"{workload.name}-{claim.entry}", claim))
     standalone = []
     for obj in inputs:
-        kind = obj.get("kind")
-        if kind not in ("ResourceClaim", "ResourceClaimTemplate"):
+        obj_kind = obj.get("kind")
+        if obj_kind not in ("ResourceClaim", "ResourceClaimTemplate"):
             continue
         name, claim = _standalone(obj)
-        if (kind, claim.key) not in referenced:
+        if (obj_kind, claim.key) not in referenced:
             standalone.append((name, claim))
     return from_workloads + standalone
 

@@ -143,7 +143,9 @@ def readable_name(name: x509.Name) -> str:
     parts = []
     for attribute in name:
         label = _NAMES.get(attribute.oid, attribute.oid.dotted_string)
-        parts.append(f"{label}={attribute.value}")
+        value = attribute.value
+        text = value.decode(errors="replace") if isinstance(value, bytes) else value
+        parts.append(f"{label}={text}")
     return ", ".join(parts)
 
 

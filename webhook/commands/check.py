@@ -158,7 +158,7 @@ def check_objects(
         usage = usage_from_pods(state, settings, time.time(), cache=cache)
     else:
         usage = usage.copy()
-    items = []
+    items: list[dict[str, Any]] = []
     waiting: dict[str, list[tuple[int, int]]] = {}  # ClusterQueue -> (priority, item index)
     table = queue_table(state, settings, cache=cache)
     for obj in decided:

@@ -107,9 +107,10 @@ def _cert_dir(args: argparse.Namespace) -> Path | str:
         return _local_cert_dir()
     if args.in_cluster and (problem := _start_rotator(args)):
         return problem
-    if not (args.cert_dir / "tls.crt").is_file() or not (args.cert_dir / "tls.key").is_file():
-        return f"{args.cert_dir}: tls.crt and tls.key are required"
-    return args.cert_dir
+    cert_dir: Path = args.cert_dir
+    if not (cert_dir / "tls.crt").is_file() or not (cert_dir / "tls.key").is_file():
+        return f"{cert_dir}: tls.crt and tls.key are required"
+    return cert_dir
 
 
 def run(args: argparse.Namespace) -> int:

@@ -131,7 +131,9 @@ def _setup_problems(state: ClusterState, settings: Settings) -> list[str]:
 def _table(
     items: list[dict[str, Any]], wide: bool
 ) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
-    header = ("CLUSTERQUEUE", "COHORT", "ACTIVE", "FLAVOR", "RESOURCE", "NOMINAL", "IN USE")
+    header: tuple[str, ...] = (
+        "CLUSTERQUEUE", "COHORT", "ACTIVE", "FLAVOR", "RESOURCE", "NOMINAL", "IN USE"
+    )  # fmt: skip
     header += ("BORROWED", "LENDABLE")
     if wide:
         header += ("AVAILABLE", "BORROWING LIMIT", "LENDING LIMIT")
@@ -142,7 +144,8 @@ def _table(
         if not lines:
             rows.append((*head, "-", "-", "-", "-", "-", "-", *(("-",) * 3 if wide else ())))
         for flavor, r in lines:
-            row = (*head, flavor, r["name"], r["nominal"], r["inUse"], r["borrowed"])
+            row: tuple[Any, ...] = (*head, flavor, r["name"], r["nominal"], r["inUse"])
+            row += (r["borrowed"],)
             row += (r["lendable"] or "-",)
             if wide:
                 row += (r["available"], r["borrowingLimit"] or "-", r["lendingLimit"] or "-")

@@ -72,7 +72,7 @@ class KubeClient:
     @classmethod
     def from_kubeconfig(cls, path: str, context: str | None = None) -> KubeClient:
         configuration = k8s.Configuration()
-        k8s_config.load_kube_config(
+        k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
             config_file=path, context=context, client_configuration=configuration
         )
         return cls(k8s.ApiClient(configuration))
@@ -80,7 +80,7 @@ class KubeClient:
     @classmethod
     def in_cluster(cls) -> KubeClient:
         configuration = k8s.Configuration()
-        k8s_config.load_incluster_config(client_configuration=configuration)
+        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         return cls(k8s.ApiClient(configuration))
 
     def _open(

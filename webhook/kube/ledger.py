@@ -458,10 +458,10 @@ class ClusterLedger(SyncedUsage):
                 self._pods.unreserve(uid)
                 changes[uid] = None
                 continue
-            old = self._records.get(uid)
+            previous = self._records.get(uid)
             self._records[uid] = entry
             self._candidates.add(uid)
-            if old is not None and old.charge == entry.charge:
+            if previous is not None and previous.charge == entry.charge:
                 continue
             charge = self._pods.charges.parsed(entry.charge, entry.parsed_charge)
             changes[uid] = charge
