@@ -11,7 +11,7 @@ cost of draquota's own code (envelope, decision, ledger, metrics), to compare co
 
 Each figure is the best of `--rounds` rounds: the least disturbed by the machine.
 Server figures are higher (the app's code shares caches with TLS and the event loop
-there): in bench/README's runs, about 1.6–1.8x what this reports.
+there): in bench/README's runs, about 1.6 to 1.8x what this reports.
 """
 
 from __future__ import annotations
