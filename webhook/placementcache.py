@@ -15,6 +15,7 @@ from quota.claims import PodClaim
 from quota.cluster import ClusterState
 from quota.flavorfilter import PlacementLike, Placer
 from quota.placement.index import INDEX_KINDS
+from webhook.revisioncache import RevisionCache
 from webhook.runner import offload_if_inline
 
 __all__ = ["PLACEMENT_KINDS", "CachedPlacer"]
@@ -37,10 +38,7 @@ class CachedPlacer:
     def __init__(self, placer: Placer, state: ClusterState, size: int = 4096) -> None:
         self.placer = placer
         self.state = state
-        self.size = size
-        self.hits = 0
-        self._revision: tuple[int, ...] = ()
-        self._cache: dict[Any, PlacementLike] = {}
+        self.kept: RevisionCache[Any, PlacementLike] = RevisionCache(state, PLACEMENT_KINDS, size)
 
     def __call__(
         self, claims: Sequence[PodClaim], node_labels: Mapping[str, str] | None
@@ -48,16 +46,12 @@ class CachedPlacer:
         # Keyed by what the claims are (their template or claim), not by the pod's entry
         # names: pods cannot vary a key (and evict others) without new cluster objects.
         key = _key(tuple((c.namespace, c.template, c.claim) for c in claims), node_labels)
-        cache = self._current()
-        found = cache.get(key)
+        found, entries = self.kept.lookup(key)
         if found is not None:
-            self.hits += 1
             return found
         offload_if_inline("placement search")
         placement = self.placer(claims, node_labels)
-        if len(cache) >= self.size:
-            cache.clear()
-        cache[key] = placement
+        self.kept.keep(entries, key, placement)
         return placement
 
     def knows(self, obj: Mapping[str, Any] | None) -> bool:
@@ -85,14 +79,7 @@ class CachedPlacer:
             )
             for e in entries
         )
-        return _key(refs, None) in self._current()
-
-    def _current(self) -> dict[Any, PlacementLike]:
-        revision = self.state.revision(*PLACEMENT_KINDS)
-        if revision != self._revision:
-            self._cache = {}
-            self._revision = revision
-        return self._cache
+        return _key(refs, None) in self.kept
 
 
 def _key(

@@ -26,6 +26,7 @@ from quota.queues import QUEUE_KINDS
 from quota.verdict import Decision
 from quota.workloads import as_workload
 from webhook.placementcache import PLACEMENT_KINDS
+from webhook.revisioncache import RevisionCache
 
 __all__ = ["IDENTITY_FIELDS", "PREPARE_KINDS", "PreparedCache"]
 
@@ -77,13 +78,9 @@ class PreparedCache:
     """
 
     def __init__(self, state: ClusterState, size: int = 1024, budget: int = 16 << 20) -> None:
-        self.state = state
-        self.size = size
-        self.budget = budget
-        self.hits = 0
-        self._revision: tuple[Any, ...] = ()
-        self._entries: dict[bytes, Prepared] = {}
-        self._bytes = 0
+        self.kept: RevisionCache[bytes, Prepared] = RevisionCache(
+            state, PREPARE_KINDS, size, budget
+        )
 
     def prepare(
         self, obj: Mapping[str, Any], operation: str, build: Prepare
@@ -93,37 +90,21 @@ class PreparedCache:
         if content is None:
             return build()
         key, anonymous = content
-        entries = self._current()
-        found = entries.get(key)
+        found, entries = self.kept.lookup(key)
         if found is not None:
             try:
                 workload = as_workload(obj)
             except DraquotaError:
                 return build()
-            self.hits += 1
             return found.of(workload)
         prepared = build()
         if isinstance(prepared, Prepared) and _names_nothing(prepared):
-            if len(entries) >= self.size or self._bytes + len(key) > self.budget:
-                entries.clear()
-                self._bytes = 0
             # Kept without the identity of the pod it was built for: that is never read again.
-            kept = prepared.workload
-            if kept.pod is obj:
-                kept = dataclasses.replace(kept, pod=anonymous)
-            entries[key] = prepared.of(kept)
-            self._bytes += len(key)
+            workload = prepared.workload
+            if workload.pod is obj:
+                workload = dataclasses.replace(workload, pod=anonymous)
+            self.kept.keep(entries, key, prepared.of(workload), weight=len(key))
         return prepared
-
-    def _current(self) -> dict[bytes, Prepared]:
-        # Read before building: an entry built while the view changes is kept under the older
-        # revision, and dropped by the next call.
-        revision = self.state.revision(*PREPARE_KINDS)
-        if revision != self._revision:
-            self._entries = {}
-            self._bytes = 0
-            self._revision = revision
-        return self._entries
 
 
 def _names_nothing(prepared: Prepared) -> bool:

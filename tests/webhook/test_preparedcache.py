@@ -85,7 +85,7 @@ def test_pods_that_ask_alike_share_one_preparation_and_each_is_named(
     assert first.charge is second.charge  # one Charge object for the pods of a workload
     assert f"{NAMESPACE}/worker-1 " in first.message and "worker-2" not in first.message
     assert f"{NAMESPACE}/worker-2 " in second.message
-    assert harness.admission.prepared.hits == 1
+    assert harness.admission.prepared.kept.hits == 1
 
 
 @pytest.mark.parametrize(
@@ -226,7 +226,7 @@ def test_the_cache_holds_at_most_its_entries_and_bytes_and_no_identity() -> None
         obj["metadata"]["managedFields"] = [{"manager": "x" * 4096}]  # not in the key
         for cache in (by_count, by_bytes):
             cache.prepare(obj, "CREATE", lambda o=obj: prepare(o, state, Settings()))
-        assert len(by_count._entries) <= 4
-        assert 0 < by_bytes._bytes <= 4096 and len(by_bytes._entries) < 20
-    for kept in [*by_count._entries.values(), *by_bytes._entries.values()]:
+        assert len(by_count.kept) <= 4
+        assert 0 < by_bytes.kept.weight <= 4096 and len(by_bytes.kept) < 20
+    for kept in [*by_count.kept.values(), *by_bytes.kept.values()]:
         assert not set(kept.workload.pod["metadata"]) & IDENTITY_FIELDS

@@ -1,0 +1,37 @@
+"""RevisionCache: kept per revision of some kinds, bounded, never stale."""
+
+from __future__ import annotations
+
+from tests.webhook.builders import cluster_objects, cluster_state, node_objects
+from webhook.revisioncache import RevisionCache
+
+
+def test_values_are_dropped_when_a_followed_kind_changes_and_kept_otherwise() -> None:
+    state = cluster_state()
+    cache: RevisionCache[str, int] = RevisionCache(state, ("ResourceSlice",), size=8)
+    _, entries = cache.lookup("a")
+    cache.keep(entries, "a", 1)
+    state.upsert(cluster_objects()[0])  # a Namespace: not followed
+    assert cache.lookup("a")[0] == 1 and cache.hits == 1
+    state.upsert(node_objects(1)[1])  # a ResourceSlice
+    assert cache.lookup("a")[0] is None and "a" not in cache
+
+
+def test_a_value_built_while_the_revision_moved_is_not_kept() -> None:
+    state = cluster_state()
+    cache: RevisionCache[str, int] = RevisionCache(state, ("ResourceSlice",), size=8)
+    _, entries = cache.lookup("a")
+    state.upsert(node_objects(1)[1])  # changes while "a" is being built from the older view
+    cache.keep(entries, "a", 1)
+    assert cache.lookup("a")[0] is None and len(cache) == 0
+
+
+def test_a_full_cache_is_emptied_by_count_and_by_weight() -> None:
+    state = cluster_state()
+    by_count: RevisionCache[int, int] = RevisionCache(state, ("Node",), size=3)
+    by_weight: RevisionCache[int, int] = RevisionCache(state, ("Node",), size=100, budget=10)
+    for i in range(7):
+        for cache in (by_count, by_weight):
+            cache.keep(cache.lookup(i)[1], i, i, weight=4)
+        assert len(by_count) <= 3 and by_weight.weight <= 10
+    assert sorted(by_count.values()) == [6] and sorted(by_weight.values()) == [6]

@@ -1,0 +1,82 @@
+"""Values kept while no object of some kinds changes: the admission path's caches.
+
+A placement (`webhook.placementcache`) and a prepared decision (`webhook.preparedcache`)
+depend on cluster objects of known kinds and on nothing else that changes. Each is kept
+in a `RevisionCache` of those kinds: dropped whole as soon as the revision of one kind
+moves, and bounded, so that no sequence of requests can grow it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterator
+from typing import Generic, TypeVar
+
+from quota.cluster import ClusterState
+
+__all__ = ["RevisionCache"]
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class RevisionCache(Generic[K, V]):
+    """Values by key for the current revision of `kinds`.
+
+    Bounded in entries (`size`) and, when a `budget` is given, in the total weight of
+    what is kept (the caller weighs each value, e.g. by its bytes). A full cache is
+    emptied, not trimmed: what was kept is only ever a saving. Thread-safe as its
+    callers use it: reads and writes are single dict operations, and the revision is
+    read before a value is built, so a value built from an older view is never kept
+    for a newer one.
+    """
+
+    def __init__(
+        self, state: ClusterState, kinds: tuple[str, ...], size: int, budget: int | None = None
+    ) -> None:
+        self.state = state
+        self.kinds = kinds
+        self.size = size
+        self.budget = budget
+        self.hits = 0
+        self.weight = 0
+        self._revision: tuple[int, ...] = ()
+        self._entries: dict[K, V] = {}
+
+    def lookup(self, key: K) -> tuple[V | None, dict[K, V]]:
+        """The value kept for `key` (counted as a hit), or None; and the entries of the
+        revision it was read at, where a value built after a miss goes (`keep`)."""
+        entries = self._current()
+        found = entries.get(key)
+        if found is not None:
+            self.hits += 1
+        return found, entries
+
+    def __contains__(self, key: K) -> bool:
+        return key in self._current()
+
+    def keep(self, entries: dict[K, V], key: K, value: V, weight: int = 0) -> None:
+        """Keep `value`, built from the view `entries` were read at, emptying the cache
+        first when it would go over a bound. A value built while the revision moved is
+        not kept: it may have read the older objects."""
+        if entries is not self._entries:
+            return
+        over_budget = self.budget is not None and self.weight + weight > self.budget
+        if len(entries) >= self.size or over_budget:
+            entries.clear()
+            self.weight = 0
+        entries[key] = value
+        self.weight += weight
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def values(self) -> Iterator[V]:
+        return iter(list(self._entries.values()))
+
+    def _current(self) -> dict[K, V]:
+        revision = self.state.revision(*self.kinds)
+        if revision != self._revision:
+            self._entries = {}
+            self.weight = 0
+            self._revision = revision
+        return self._entries
