@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import itertools
 import sys
 import tempfile
@@ -27,14 +26,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import jsonpatch
 import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from webhook_bench import UID, allow_all_app, bench_pod, build_cluster, review  # noqa: E402
+from webhook_bench import (  # noqa: E402
+    UID,
+    admission_bodies,
+    allow_all_app,
+    build_cluster,
+    probe_review,
+)
 
 __all__ = ["main", "measure", "report"]
 
@@ -76,17 +80,10 @@ def _draquota(state: Path) -> App:
 
 
 async def _bodies(app: App) -> dict[str, str]:
-    """The /mutate body, and the /validate body the API server sends after the patch."""
-    pod = bench_pod("train-probe")
-    response = await _post(app, "/mutate", orjson.dumps(review(pod, "probe")))
-    if not response["allowed"] or "patch" not in response:
-        raise RuntimeError(f"draquota did not admit the benchmark pod: {response}")
-    mutated = jsonpatch.apply_patch(pod, orjson.loads(base64.b64decode(response["patch"])))
-    mutated["metadata"].update(name=f"train-{UID}", uid=UID)
-    return {
-        "/mutate": orjson.dumps(review(bench_pod(f"train-{UID}"), UID)).decode(),
-        "/validate": orjson.dumps(review(mutated, UID)).decode(),
-    }
+    """The /mutate and /validate bodies of `bench/run.py`, probing this app."""
+    response = await _post(app, "/mutate", orjson.dumps(probe_review()))
+    mutate, validate = admission_bodies(response)
+    return {"/mutate": mutate.decode(), "/validate": validate.decode()}
 
 
 async def _round(app: App, path: str, template: str, requests: int, ids: Any) -> float:

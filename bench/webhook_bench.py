@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,7 +45,14 @@ from certs.files import write_material  # noqa: E402
 from certs.rotation import issue  # noqa: E402
 from certs.serving import ServingSpec  # noqa: E402
 
-__all__ = ["allow_all_app", "build_cluster", "main", "run_benchmark"]
+__all__ = [
+    "admission_bodies",
+    "allow_all_app",
+    "build_cluster",
+    "main",
+    "probe_review",
+    "run_benchmark",
+]
 
 EXAMPLES = ROOT / "manifests" / "examples" / "cluster"
 NAMESPACE = "bench"
@@ -353,20 +360,33 @@ def _wrk(
     return result
 
 
-def _mutated_body(url: str, cert_dir: Path) -> tuple[bytes, bytes]:
-    """The /mutate body, and the /validate body the API server would send after the patch."""
-    pod = bench_pod(f"train-{UID}")
-    context = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
-    probe = review(pod, "probe-0001")
-    answer = httpx.post(f"{url}/mutate", content=orjson.dumps(probe), verify=context).json()
-    response = answer["response"]
+PROBE = "probe-0001"  # the uid of the one /mutate call that gives the patch
+
+
+def probe_review() -> dict[str, Any]:
+    """The /mutate call whose answer `admission_bodies` turns into the benchmark's bodies."""
+    return review(bench_pod(f"train-{UID}"), PROBE)
+
+
+def admission_bodies(response: Mapping[str, Any]) -> tuple[bytes, bytes]:
+    """The /mutate body, and the /validate body the API server would send after the patch
+    of `response` (draquota's answer to `probe_review()`); both carry UID to replace."""
     if not response["allowed"] or "patch" not in response:
         raise RuntimeError(f"draquota did not admit the benchmark pod: {response}")
+    pod = bench_pod(f"train-{UID}")
     ops = orjson.loads(base64.b64decode(response["patch"]))
     mutated = jsonpatch.apply_patch(pod, ops)
     mutated["metadata"]["uid"] = UID  # the API server names the pod before /validate
-    validate = orjson.dumps(review(mutated, UID)).replace(b"probe-0001", UID.encode())
+    validate = orjson.dumps(review(mutated, UID)).replace(PROBE.encode(), UID.encode())
     return orjson.dumps(review(pod, UID)), validate
+
+
+def _mutated_body(url: str, cert_dir: Path) -> tuple[bytes, bytes]:
+    """The benchmark's two bodies (`admission_bodies`), probing draquota at `url`."""
+    context = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
+    probe = orjson.dumps(probe_review())
+    answer = httpx.post(f"{url}/mutate", content=probe, verify=context).json()
+    return admission_bodies(answer["response"])
 
 
 def _decisions(url: str, cert_dir: Path) -> dict[str, float]:
