@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from quota.claimspec import ClaimSpec, api_version_of, parse_claim_spec
-from quota.cluster import ClusterState, Obj
+from quota.cluster import ClusterView, Obj
 from quota.derived import DerivedCache
 from quota.devices import claim_devices
 from quota.errors import InvalidObject, NotFound, object_ref
@@ -123,7 +123,7 @@ def _entry_claim(
     entry: Any,
     path: str,
     namespace: str,
-    state: ClusterState,
+    state: ClusterView,
     reader: FieldReader,
     generated: Mapping[str, str],
     cache: DerivedCache | None,
@@ -162,7 +162,7 @@ def _entry_claim(
 
 def expand_pod_claims(
     pod: Obj,
-    state: ClusterState,
+    state: ClusterView,
     ref: str | None = None,
     generated: bool = False,
     *,

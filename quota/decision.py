@@ -19,11 +19,11 @@ from typing import Any
 from quota.assignment import Assignment, PreferringFilter, assign_flavors
 from quota.charge import Charge, times
 from quota.charging import Charged, charge_of, charged_in, exceeds, first_flavors, node_labels
-from quota.cluster import ClusterState
+from quota.cluster import ClusterView, ViewSource
 from quota.demand import PodDemand, pod_demand
 from quota.derived import DerivedCache
 from quota.errors import DraquotaError
-from quota.flavorfilter import Placer, make_flavor_filter
+from quota.flavorfilter import Placer, make_flavor_filter, placer_on
 from quota.queuetable import QueueTable, queue_table
 from quota.routing import Route, route_of, subject_of
 from quota.settings import Settings
@@ -42,7 +42,7 @@ __all__ = [
 
 def _prepare(
     workload: Workload,
-    state: ClusterState,
+    state: ClusterView,
     settings: Settings,
     placer: Placer | None,
     operation: str,
@@ -287,7 +287,7 @@ def _decide_pod(c: Prepared, live: Usage) -> Decision:
 
 def prepare(
     obj: Mapping[str, Any],
-    state: ClusterState,
+    state: ViewSource,
     settings: Settings,
     placer: Placer | None = None,
     operation: str = "CREATE",
@@ -297,11 +297,15 @@ def prepare(
     """The part of a decision that does not depend on usage (see `Prepared`), or the
     decision itself when that part already settles it: not managed, invalid, a
     missing object, unplaceable, unmapped classes. `cache`: what is derived from
-    `state` is kept there between calls (`quota.derived`)."""
+    `state` is kept there between calls (`quota.derived`).
+
+    Everything is read from one view of `state` (`state.snapshot()`), placements
+    included: a change to the cluster meanwhile is not half seen."""
     if operation == "DELETE":
         return Decision(Verdict.ADMITTED, "NotManaged", "deletions are not checked")
+    view = state.snapshot()
     try:
-        return _prepare(as_workload(obj), state, settings, placer, operation, cache)
+        return _prepare(as_workload(obj), view, settings, placer_on(placer, view), operation, cache)
     except DraquotaError as exc:
         return refusal(exc)
 
@@ -347,7 +351,7 @@ def conclude_job(prepared: Prepared | Decision, usage: Usage) -> Decision:
 
 def decide(
     obj: Mapping[str, Any],
-    state: ClusterState,
+    state: ViewSource,
     usage: Usage,
     settings: Settings,
     placer: Placer | None = None,

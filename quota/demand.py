@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from quota.claims import PodClaim, expand_pod_claims
-from quota.cluster import ClusterState
+from quota.cluster import ClusterView
 from quota.derived import DerivedCache
 from quota.deviceclasses import extended_resource_classes, parse_device_class
 from quota.devices import add_devices
@@ -41,7 +41,7 @@ class PodDemand:
         return dict(sorted(total.items()))
 
 
-def extended_names(state: ClusterState, *, cache: DerivedCache | None = None) -> dict[str, str]:
+def extended_names(state: ClusterView, *, cache: DerivedCache | None = None) -> dict[str, str]:
     """Explicit extended-resource name -> DeviceClass, for the classes in the cluster view.
 
     With a `cache`, kept until a DeviceClass changes: admission asks for it on every pod.
@@ -52,12 +52,12 @@ def extended_names(state: ClusterState, *, cache: DerivedCache | None = None) ->
 
     if cache is None:
         return build()
-    return cache.latest("extended_names", (state, state.revision("DeviceClass")), build)
+    return cache.latest("extended_names", (state.source, state.revision("DeviceClass")), build)
 
 
 def pod_demand(
     workload: Workload,
-    state: ClusterState,
+    state: ClusterView,
     generated: bool = False,
     saturate: bool = False,
     *,

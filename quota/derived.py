@@ -12,7 +12,7 @@ with stale data:
   for (the cluster view itself plus the revisions of the kinds read, and any other
   input such as settings) is unchanged;
 - `of_object(name, obj, build)`: a value per cluster object, valid while that exact
-  object is the one passed (a ClusterState replaces objects, never edits them). An
+  object is the one passed (a ClusterView holds objects, never edits them). An
   entry holds its object, so the object's id, its key, is not reused while the entry
   lives; bounded, the oldest entries go first.
 

@@ -9,6 +9,7 @@ from typing import Protocol
 
 from quota.assignment import FlavorFilter, PreferringFilter, flavor_matches_pod
 from quota.claims import PodClaim
+from quota.cluster import ClusterView
 from quota.queues import ClusterQueue
 from quota.queuetable import QueueTable
 from quota.settings import Settings
@@ -18,6 +19,7 @@ __all__ = [
     "PlacementLike",
     "Placer",
     "make_flavor_filter",
+    "placer_on",
 ]
 
 
@@ -34,6 +36,13 @@ class PlacementLike(Protocol):
 
 # claims of one pod, node labels to restrict to (None: any node) -> placement
 Placer = Callable[[Sequence[PodClaim], Mapping[str, str] | None], PlacementLike]
+
+
+def placer_on(placer: Placer | None, view: ClusterView) -> Placer | None:
+    """The placer answering on `view`: one that reads the cluster (it has `on(view)`, as
+    `quota.placement.ClusterPlacer` does) is bound to it; any other is as it is."""
+    bind = getattr(placer, "on", None)
+    return bind(view) if bind is not None else placer
 
 
 def _group_label_keys(table: QueueTable, queue: ClusterQueue) -> dict[str, frozenset[str]]:

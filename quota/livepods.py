@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from quota.charge import Charge, at_least
-from quota.cluster import ClusterState, Obj
+from quota.cluster import ClusterView, Obj
 from quota.derived import DerivedCache
 from quota.errors import DraquotaError
 from quota.recharge import recompute_charge
@@ -135,7 +135,7 @@ def job_owner(pod: Obj) -> str:
 
 def live_pod_charge(
     pod: Obj,
-    state: ClusterState,
+    state: ClusterView,
     settings: Settings,
     now: float,
     admitted: Charge | None = None,
@@ -162,7 +162,7 @@ def live_pod_charge(
 
 
 def usage_from_pods(
-    state: ClusterState,
+    state: ClusterView,
     settings: Settings,
     now: float,
     records: Mapping[str, Charge] | None = None,

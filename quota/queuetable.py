@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from quota.cluster import ClusterState
+from quota.cluster import ClusterView
 from quota.derived import DerivedCache
 from quota.errors import InvalidObject
 from quota.queues import (
@@ -109,7 +109,7 @@ def _cohort_problems(
     return out
 
 
-def _build(state: ClusterState, settings: Settings) -> QueueTable:
+def _build(state: ClusterView, settings: Settings) -> QueueTable:
     flavors: dict[str, ResourceFlavor] = {}
     for obj in state.list("ResourceFlavor"):
         try:
@@ -164,11 +164,11 @@ def _build(state: ClusterState, settings: Settings) -> QueueTable:
 
 
 def queue_table(
-    state: ClusterState, settings: Settings, *, cache: DerivedCache | None = None
+    state: ClusterView, settings: Settings, *, cache: DerivedCache | None = None
 ) -> QueueTable:
     """The queue table of a cluster view; with a `cache`, rebuilt only when queue objects or
     settings change (`quota.derived`)."""
     if cache is None:
         return _build(state, settings)
-    key = (state, state.revision(*QUEUE_KINDS), settings)
+    key = (state.source, state.revision(*QUEUE_KINDS), settings)
     return cache.latest("queue_table", key, lambda: _build(state, settings))

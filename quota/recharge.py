@@ -8,7 +8,7 @@ from __future__ import annotations
 from quota.assignment import Assignment, assign_flavors
 from quota.charge import Charge, at_least
 from quota.charging import Charged, charge_of, charged_in, exceeds, first_flavors
-from quota.cluster import ClusterState, Obj
+from quota.cluster import ClusterView, Obj
 from quota.demand import pod_demand
 from quota.derived import DerivedCache
 from quota.errors import DraquotaError
@@ -29,7 +29,7 @@ __all__ = [
 
 def recheck_pod(
     pod: Obj,
-    state: ClusterState,
+    state: ClusterView,
     usage: Usage,
     settings: Settings,
     recorded: Charge | None,
@@ -135,7 +135,7 @@ def _recorded_flavors(
 
 def recompute_charge(
     pod: Obj,
-    state: ClusterState,
+    state: ClusterView,
     settings: Settings,
     recorded: Charge | None = None,
     *,

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from quota.charge import QUEUE_LABEL
-from quota.cluster import ClusterState, Obj
+from quota.cluster import ClusterView, Obj
 from quota.queues import ClusterQueue, LocalQueue
 from quota.queuetable import QueueTable
 from quota.selectors import requirement_matches
@@ -80,7 +80,7 @@ def namespace_selected(queue: ClusterQueue, namespace: Obj | None, name: str) ->
     return all(requirement_matches(e, labels) for e in selector.get("matchExpressions") or ())
 
 
-def route_of(workload: Workload, state: ClusterState, table: QueueTable) -> Route | Decision | None:
+def route_of(workload: Workload, state: ClusterView, table: QueueTable) -> Route | Decision | None:
     """The queues of a workload, a denial, or None when it is not managed."""
     subject, namespace = subject_of(workload), workload.namespace
     label = queue_label(workload)

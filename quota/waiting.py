@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from quota.charge import QUEUE_LABEL
-from quota.cluster import ClusterState, Obj
+from quota.cluster import ClusterView, Obj
 from quota.livepods import ADMISSION_GATE, is_gated, is_live_job, is_live_pod
 from quota.queues import STRICT_FIFO, ClusterQueue
 from quota.queuetable import QueueTable
@@ -232,7 +232,7 @@ def _labels_of(job: Obj, template: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def waiting_in(
-    state: ClusterState, table: QueueTable, now: float, gated: Iterable[Obj] | None = None
+    state: ClusterView, table: QueueTable, now: float, gated: Iterable[Obj] | None = None
 ) -> dict[str, list[Waiting]]:
     """Every workload waiting in the cluster view, per queueing ClusterQueue, in queue order:
     its gated live pods and its suspended live Jobs (nothing is read when no queue queues).

@@ -20,7 +20,7 @@ from typing import Any
 from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge
 from quota.charging import node_selector_of
 from quota.claims import claim_references
-from quota.cluster import ClusterState
+from quota.cluster import ClusterView
 from quota.decision import Prepared, conclude, prepare
 from quota.derived import DerivedCache
 from quota.errors import DraquotaError
@@ -42,7 +42,6 @@ from webhook.mutation import (
     suspend_patch,
     workload_patch,
 )
-from webhook.overlay import WithObject
 from webhook.preparedcache import PreparedCache
 from webhook.stamp import Stamp, off_flavor_nodes, queue_label_and_charge, stamp_mismatch, stamp_of
 from webhook.updates import grown, resources_of, resumed, suspended, ungated
@@ -104,7 +103,7 @@ class Admission:
         if req.operation in ("DELETE", "CONNECT"):
             return Outcome(True), None
         if req.kind == "Pod" and req.sub_resource == "resize" and not mutating:
-            return self._recheck(req, req.object, self.backend.state)
+            return self._recheck(req, req.object, self.backend.state.snapshot())
         if req.sub_resource:
             return Outcome(True), None
         if req.kind == "ResourceClaim" and req.operation == "CREATE" and not mutating:
@@ -237,10 +236,10 @@ class Admission:
     ) -> Decision:
         """Counting and placement first, outside the ledger's lock; under it, only the quota
         arithmetic against current usage (again after a conflict) and the record's write."""
-        prepared = self._prepare(obj, req.operation)
+        prepared = self._prepare(obj, req.operation, self.backend.state.snapshot())
         missing = isinstance(prepared, Decision) and prepared.reason in _FETCHABLE
         if missing and self._fetch_missing(obj):
-            prepared = self._prepare(obj, req.operation)
+            prepared = self._prepare(obj, req.operation, self.backend.state.snapshot())
         if isinstance(prepared, Decision):
             return prepared
 
@@ -253,12 +252,16 @@ class Admission:
             uid or _digest_id(req.uid), evaluate, dry_run, key, cluster_queue=queue
         )
 
-    def _prepare(self, obj: Mapping[str, Any], operation: str) -> Prepared | Decision:
-        state, settings, placer = self.backend.state, self.settings, self.placer
+    def _prepare(
+        self, obj: Mapping[str, Any], operation: str, view: ClusterView
+    ) -> Prepared | Decision:
+        """Routing, counting and placement, all read from `view`: one snapshot per decision."""
+        settings, placer = self.settings, self.placer
         return self.prepared.prepare(
             obj,
             operation,
-            lambda: prepare(obj, state, settings, placer, operation, cache=self.cache),
+            lambda: prepare(obj, view, settings, placer, operation, cache=self.cache),
+            view,
         )
 
     def _fetch_missing(self, obj: Mapping[str, Any]) -> bool:
@@ -305,7 +308,7 @@ class Admission:
                 "one of a Job its ClusterQueue admitted as a whole",
             ), None
         if not mutating and resources_of(req.object) != resources_of(req.old_object):
-            outcome, _ = self._recheck(req, req.object, self.backend.state)
+            outcome, _ = self._recheck(req, req.object, self.backend.state.snapshot())
             return outcome, None
         return Outcome(True), None
 
@@ -333,11 +336,11 @@ class Admission:
 
     def _node_selector_of(self, charge: Charge) -> dict[str, str]:
         """The node labels of the flavors a recorded charge names."""
-        table = queue_table(self.backend.state, self.settings, cache=self.cache)
+        table = queue_table(self.backend.state.snapshot(), self.settings, cache=self.cache)
         return node_selector_of(table, charge)
 
     def _recheck(
-        self, req: AdmissionRequest, pod: Mapping[str, Any] | None, state: ClusterState
+        self, req: AdmissionRequest, pod: Mapping[str, Any] | None, state: ClusterView
     ) -> tuple[Outcome, Decision | None]:
         """An existing pod that may cost more now: checked and recorded like an admission."""
         if not isinstance(pod, Mapping):
@@ -375,7 +378,7 @@ class Admission:
             return Outcome(True), None
         created = {**claim, "kind": "ResourceClaim"}
         created["metadata"] = {**(metadata or {}), "name": name, "namespace": namespace}
-        state = WithObject(self.backend.state, created)
+        state = self.backend.state.snapshot().with_object(created)
         decision: Decision | None = None
         for pod in users:
             outcome, decision = self._recheck(req, pod, state)

@@ -8,12 +8,13 @@ at hand: then its decision may run on the event loop (`webhook.runner`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from quota.claims import PodClaim
-from quota.cluster import ClusterState
-from quota.flavorfilter import PlacementLike, Placer
+from quota.cluster import ClusterState, ClusterView
+from quota.flavorfilter import PlacementLike, Placer, placer_on
 from quota.placement.index import INDEX_KINDS
 from webhook.revisioncache import RevisionCache
 from webhook.runner import offload_if_inline
@@ -41,18 +42,29 @@ class CachedPlacer:
         self.kept: RevisionCache[Any, PlacementLike] = RevisionCache(state, PLACEMENT_KINDS, size)
 
     def __call__(
-        self, claims: Sequence[PodClaim], node_labels: Mapping[str, str] | None
+        self,
+        claims: Sequence[PodClaim],
+        node_labels: Mapping[str, str] | None,
+        view: ClusterView | None = None,
     ) -> PlacementLike:
+        """The placement on `view` (default: the store now)."""
         # Keyed by what the claims are (their template or claim), not by the pod's entry
         # names: pods cannot vary a key (and evict others) without new cluster objects.
         key = _key(tuple((c.namespace, c.template, c.claim) for c in claims), node_labels)
-        found, entries = self.kept.lookup(key)
+        view = view if view is not None else self.state.snapshot()
+        found, entries = self.kept.lookup(key, view)
         if found is not None:
             return found
         offload_if_inline("placement search")
-        placement = self.placer(claims, node_labels)
+        placer = placer_on(self.placer, view)
+        assert placer is not None
+        placement = placer(claims, node_labels)
         self.kept.keep(entries, key, placement)
         return placement
+
+    def on(self, view: ClusterView) -> Placer:
+        """This placer, answering on `view`."""
+        return functools.partial(self, view=view)
 
     def knows(self, obj: Mapping[str, Any] | None) -> bool:
         """Whether the placement of this Pod's claims is cached now (True when it needs

@@ -410,7 +410,7 @@ class PodUsage:
             return
         try:
             charge = live_pod_charge(
-                pod, self._state, self._settings, now, record, cache=self._cache
+                pod, self._state.snapshot(), self._settings, now, record, cache=self._cache
             )
         except DraquotaError as exc:  # a malformed pod keeps its record, if it has one
             log.warning("cannot charge live pod", extra={"pod": key, "error": str(exc)})

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from quota.claims import CLAIM_KINDS
-from quota.cluster import ClusterState
+from quota.cluster import ClusterState, ClusterView
 from quota.decision import Prepared
 from quota.errors import DraquotaError
 from quota.queues import QUEUE_KINDS
@@ -83,14 +83,19 @@ class PreparedCache:
         )
 
     def prepare(
-        self, obj: Mapping[str, Any], operation: str, build: Prepare
+        self,
+        obj: Mapping[str, Any],
+        operation: str,
+        build: Prepare,
+        view: ClusterView | None = None,
     ) -> Prepared | Decision:
-        """The prepared decision for `obj`: kept from an object saying the same, else `build()`."""
+        """The prepared decision for `obj` on `view` (default: the store now): kept from an
+        object saying the same, else `build()`, which must read that same view."""
         content = content_key(obj, operation)
         if content is None:
             return build()
         key, anonymous = content
-        found, entries = self.kept.lookup(key)
+        found, entries = self.kept.lookup(key, view)
         if found is not None:
             try:
                 workload = as_workload(obj)

@@ -123,7 +123,7 @@ class QueueController:
 
     def run_once(self) -> QueuePass:
         """Admit what fits, in order, in every queueing ClusterQueue."""
-        state = self.backend.state
+        state = self.backend.state.snapshot()
         table = queue_table(state, self.settings, cache=self._cache)
         done = QueuePass()
         self._writes = 0

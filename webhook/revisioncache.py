@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterator
 from typing import Generic, TypeVar
 
-from quota.cluster import ClusterState
+from quota.cluster import ClusterState, ClusterView
 
 __all__ = ["RevisionCache"]
 
@@ -42,10 +42,11 @@ class RevisionCache(Generic[K, V]):
         self._revision: tuple[int, ...] = ()
         self._entries: dict[K, V] = {}
 
-    def lookup(self, key: K) -> tuple[V | None, dict[K, V]]:
-        """The value kept for `key` (counted as a hit), or None; and the entries of the
-        revision it was read at, where a value built after a miss goes (`keep`)."""
-        entries = self._current()
+    def lookup(self, key: K, view: ClusterView | None = None) -> tuple[V | None, dict[K, V]]:
+        """The value kept for `key` at the revision of `view` (default: the store now),
+        counted as a hit, or None; and the entries of that revision, where a value built
+        from `view` after a miss goes (`keep`)."""
+        entries = self._current(view)
         found = entries.get(key)
         if found is not None:
             self.hits += 1
@@ -73,8 +74,8 @@ class RevisionCache(Generic[K, V]):
     def values(self) -> Iterator[V]:
         return iter(list(self._entries.values()))
 
-    def _current(self) -> dict[K, V]:
-        revision = self.state.revision(*self.kinds)
+    def _current(self, view: ClusterView | None = None) -> dict[K, V]:
+        revision = (view if view is not None else self.state).revision(*self.kinds)
         if revision != self._revision:
             self._entries = {}
             self.weight = 0

@@ -24,8 +24,9 @@ in `ClusterPlacer.problems`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +35,7 @@ from quota.allocator import AllocationError, Budget, BudgetExceeded
 from quota.allocator.budget import DEFAULT_CEL_COST, DEFAULT_SEARCH_STEPS
 from quota.allocator.nodes import selector_matches
 from quota.claims import PodClaim
-from quota.cluster import ClusterState
+from quota.cluster import ClusterView, ViewSource
 from quota.placement.diagnosis import claim_label, diagnose
 from quota.placement.index import INDEX_KINDS, Index, labels_match
 from quota.placement.search import search
@@ -60,30 +61,36 @@ class Placement:
 
 
 class ClusterPlacer:
-    """Places the claims of pods on the cluster view; cached per revision, thread-safe.
+    """Places the claims of pods on a cluster view; its index is kept per revision, thread-safe.
 
-    `steps` and `cel_cost` are the work budget of one placement question
-    (`quota.allocator.budget`).
+    Each question is answered on the view it names (`on(view)`, or `view=`), else on a
+    snapshot of `source` taken then. `steps` and `cel_cost` are the work budget of one
+    placement question (`quota.allocator.budget`).
     """
 
     def __init__(
         self,
-        state: ClusterState,
+        source: ViewSource,
         steps: int = DEFAULT_SEARCH_STEPS,
         cel_cost: int = DEFAULT_CEL_COST,
     ) -> None:
-        self.state = state
+        self.source = source
         self.steps = steps
         self.cel_cost = cel_cost
         self._index: Index | None = None
         self._lock = threading.Lock()
 
-    def index(self) -> Index:
-        revision = self.state.revision(*INDEX_KINDS)
+    def index(self, view: ClusterView | None = None) -> Index:
+        view = view if view is not None else self.source.snapshot()
+        revision = view.revision(*INDEX_KINDS)
         with self._lock:
             if self._index is None or self._index.revision != revision:
-                self._index = Index(self.state, self._index)
+                self._index = Index(view, self._index)
             return self._index
+
+    def on(self, view: ClusterView) -> Callable[..., Placement]:
+        """Admission's question (`__call__`), answered on `view`."""
+        return functools.partial(self, view=view)
 
     @property
     def problems(self) -> list[str]:
@@ -95,13 +102,16 @@ class ClusterPlacer:
         return Budget(steps=self.steps, cel_cost=self.cel_cost)
 
     def __call__(
-        self, claims: Sequence[PodClaim], node_labels: Mapping[str, str] | None = None
+        self,
+        claims: Sequence[PodClaim],
+        node_labels: Mapping[str, str] | None = None,
+        view: ClusterView | None = None,
     ) -> Placement:
         """Admission's question: can these claims EVER be placed (on the published devices,
         ignoring allocations)? `now=False` when not on the devices free right now. A view
         that publishes no ResourceSlice at all (a quota-only --state directory) cannot
         judge placement, so it does not deny: quota is still enforced."""
-        index = self.index()
+        index = self.index(view)
         if not index.slices:
             return Placement(True, None, (), NO_SLICES)
         with index.lock:
@@ -112,10 +122,11 @@ class ClusterPlacer:
         claims: Sequence[PodClaim],
         node_labels: Mapping[str, str] | None = None,
         node: str | None = None,
+        view: ClusterView | None = None,
     ) -> Placement:
         """Place all claims together on one node (matching `node_labels`, or named `node`),
         on the devices free now."""
-        index = self.index()
+        index = self.index(view)
         with index.lock:
             return _place(index, claims, node_labels, node, self.budget(), ever=False)
 
@@ -192,7 +203,7 @@ def _merge(
 
 
 def make_placer(
-    state: ClusterState, steps: int = DEFAULT_SEARCH_STEPS, cel_cost: int = DEFAULT_CEL_COST
+    state: ViewSource, steps: int = DEFAULT_SEARCH_STEPS, cel_cost: int = DEFAULT_CEL_COST
 ) -> ClusterPlacer:
     """A placer for admission: `placer(claims, node_labels)` -> Placement (cached indexes)."""
     return ClusterPlacer(state, steps, cel_cost)
@@ -200,7 +211,7 @@ def make_placer(
 
 def place_claims(
     claims: Sequence[PodClaim],
-    state: ClusterState,
+    state: ViewSource,
     node_labels: Mapping[str, str] | None = None,
     node: str | None = None,
 ) -> Placement:

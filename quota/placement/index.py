@@ -26,7 +26,7 @@ from quota.allocator.pools import Pool, gather_pools
 from quota.allocator.search import SelectorMemo
 from quota.allocator.taintrules import apply_taint_rules, parse_taint_rule
 from quota.claimspec import ExactRequest
-from quota.cluster import ClusterState, meta_of
+from quota.cluster import ClusterView, meta_of
 from quota.deviceclasses import DeviceClass, parse_device_class
 from quota.errors import DraquotaError
 
@@ -91,7 +91,7 @@ class Index:
     views: dict[str, NodeView]
     memo: SelectorMemo
 
-    def __init__(self, state: ClusterState, previous: Index | None = None) -> None:
+    def __init__(self, state: ClusterView, previous: Index | None = None) -> None:
         self.revision = state.revision(*INDEX_KINDS)
         self.devices_revision = state.revision(*DEVICE_KINDS)
         self.claims_revision = self.revision[INDEX_KINDS.index("ResourceClaim")]
@@ -328,7 +328,7 @@ def _devices(pools: Sequence[Pool], node: Mapping[str, Any]) -> list[tuple[Devic
     return out
 
 
-def _holdings(state: ClusterState) -> ClaimAllocations:
+def _holdings(state: ClusterView) -> ClaimAllocations:
     claims = state.list("ResourceClaim")
     return ClaimAllocations((meta_of(c)[1:], c) for c in claims)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from quota.cluster import ClusterState
+from quota.cluster import ClusterState, ClusterView
 from quota.errors import InvalidObject
 
 
@@ -61,3 +61,53 @@ def test_status_of_a_queue_alone_is_not_a_new_revision() -> None:
     assert state.get("ClusterQueue", None, "a") is written  # the newest object is served
     state.upsert({**written, "spec": {"cohort": "y"}})
     assert state.revision("ClusterQueue") != before
+
+
+def test_a_snapshot_is_frozen_while_the_store_moves_on() -> None:
+    state = ClusterState([_obj("Pod", "a", "ns"), _obj("Node", "n1")])
+    view = state.snapshot()
+    assert state.snapshot() is view  # no write: the same view, handed out again
+    before = view.revision("Pod", "Node")
+    state.upsert(_obj("Pod", "b", "ns"))
+    state.remove("Pod", "ns", "a")
+    state.replace_kind("Node", [_obj("Node", "n2")])
+    assert [p["metadata"]["name"] for p in view.list("Pod")] == ["a"]
+    assert view.get("Pod", "ns", "b") is None and view.get("Node", None, "n1") is not None
+    assert view.revision("Pod", "Node") == before
+    now = state.snapshot()
+    assert [p["metadata"]["name"] for p in now.list("Pod")] == ["b"]
+    assert now.revision("Pod", "Node") != before
+    assert view.source is now.source is state  # caches derived from views of one store
+
+
+def test_changes_since_a_revision_are_those_up_to_the_view() -> None:
+    state = ClusterState([_obj("ResourceClaim", "a", "ns")])
+    start = state.revision("ResourceClaim")[0]
+    state.upsert(_obj("ResourceClaim", "b", "ns"))
+    view = state.snapshot()
+    state.upsert(_obj("ResourceClaim", "c", "ns"))
+    assert view.changed_since("ResourceClaim", start) == {("ns", "b")}
+    assert state.changed_since("ResourceClaim", start) == {("ns", "b"), ("ns", "c")}
+    assert view.changed_since("ResourceClaim", view.revision("ResourceClaim")[0]) == set()
+    state.replace_kind("ResourceClaim", [])
+    assert view.changed_since("ResourceClaim", start) is None  # unknown now: rescan the view
+
+
+def test_a_view_with_an_object_added_is_its_own() -> None:
+    state = ClusterState([_obj("ResourceClaim", "a", "ns")])
+    view = state.snapshot()
+    added = view.with_object(_obj("ResourceClaim", "b", "ns"))
+    assert [c["metadata"]["name"] for c in added.list("ResourceClaim")] == ["a", "b"]
+    assert added.get("ResourceClaim", "ns", "b") is not None
+    assert view.get("ResourceClaim", "ns", "b") is None
+    assert state.get("ResourceClaim", "ns", "b") is None
+    assert added.source is not state  # nothing derived from it is kept for the store's views
+
+
+def test_a_view_of_objects_alone() -> None:
+    view = ClusterView.of([_obj("Pod", "b", "ns"), _obj("Pod", "a", "ns"), _obj("Node", "n")])
+    assert [p["metadata"]["name"] for p in view.list("Pod", "ns")] == ["a", "b"]
+    assert view.kinds() == ["Node", "Pod"] and view.snapshot() is view
+    assert view.changed_since("Pod", 0) is None  # no journal: rescan
+    with pytest.raises(InvalidObject):
+        ClusterView.of([{"kind": "Pod"}])

@@ -11,10 +11,13 @@ import pytest
 from quota.claims import PodClaim
 from quota.cluster import ClusterState
 from quota.decision import decide
+from quota.placement import ClusterPlacer, make_placer
 from quota.settings import Settings
 from quota.usage import Usage
 from quota.verdict import Verdict
 from tests.quota.queue_builders import scenario_objects, submission_object
+from tests.quota.test_placement import cluster as placement_cluster
+from tests.quota.test_placement import gpus
 
 SCENARIO = {
     "flavors": [
@@ -148,3 +151,34 @@ def test_busy_warning_judges_the_nodes_of_the_chosen_flavor_not_the_whole_cluste
         "on-demand, the pod waits until allocated devices are released: nodes with labels "
         f"pool=on-demand: {BUSY}"
     ) in decision.warnings
+
+
+def placement_objects() -> list[Any]:
+    cluster = placement_cluster()
+    return [obj for kind in cluster.kinds() for obj in cluster.list(kind)]
+
+
+def test_a_decision_is_judged_on_one_view_while_the_cluster_changes() -> None:
+    """Every placement question of a decision is asked of the view it started from: devices
+    that go away meanwhile are not half seen (here, under Enforce, they would deny it)."""
+    scenario = {
+        **SCENARIO,
+        "flavors": [
+            {"name": "on-demand", "nodeLabels": {"zone": "a"}},
+            {"name": "spot", "nodeLabels": {"zone": "b"}},
+        ],
+        "submit": [{"name": "p", "devices": {"gpu.example.com": 4}}],
+    }
+    pod, _ = submission_object(scenario["submit"][0])
+    state = ClusterState([*scenario_objects(scenario), *placement_objects()])
+
+    class Meddling(ClusterPlacer):
+        def __call__(self, claims: Any, node_labels: Any = None, view: Any = None) -> Any:
+            state.replace_kind("ResourceSlice", [gpus("node-1", ["pci-a"])])  # 1 GPU left
+            return super().__call__(claims, node_labels, view)
+
+    decision = decide(pod, state, Usage(), Settings(placement="Enforce"), Meddling(state))
+    assert decision.allowed, decision.message
+    assert decision.charge is not None and decision.charge.flavors == {"gpus": "on-demand"}
+    later = decide(pod, state, Usage(), Settings(placement="Enforce"), make_placer(state))
+    assert not later.allowed and "cannot be placed" in later.message  # the cluster now

@@ -321,3 +321,15 @@ def test_named_node_without_node_objects_is_a_node_without_labels() -> None:
     assert place_claims([template_claim("a", 1)], with_nodes, node="worker-7").reason == (
         "node worker-7 not found"
     )
+
+
+def test_a_placer_bound_to_a_view_answers_on_that_view() -> None:
+    state = cluster()
+    placer = make_placer(state)
+    claims = [template_claim("a", 4)]
+    view = state.snapshot()
+    state.replace_kind("ResourceSlice", [gpus("node-1", ["pci-a"])])  # fewer devices now
+    placement = placer.on(view)(claims, None)
+    assert placement.ok and placement.node == "node-1"
+    assert not placer(claims, None).ok  # unbound: the cluster now
+    assert placer.on(view)(claims, None).ok  # an older view is answered on its own index

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from quota.cluster import ClusterState
+from quota.cluster import ClusterState, ClusterView
 from quota.decision import Prepared, prepare
 from quota.placement import make_placer
 from quota.settings import Settings
@@ -172,12 +172,10 @@ def test_a_preparation_that_names_its_pod_in_a_warning_is_not_kept(
     assert harness.built == 2
 
 
-class RecordingState(ClusterState):
-    """A cluster view that notes every kind read from it."""
+class RecordingView(ClusterView):
+    """A cluster view that notes every kind read from it (a decision reads its view only)."""
 
-    def __init__(self, objects: list[dict[str, Any]]) -> None:
-        super().__init__(objects)
-        self.read: set[str] = set()
+    read: set[str]
 
     def get(self, kind: str, namespace: str | None, name: str) -> Any:
         self.read.add(kind)
@@ -201,7 +199,8 @@ def test_prepare_reads_only_the_kinds_the_cache_follows() -> None:
             }
         },
     }
-    state = RecordingState([*cluster_objects(gpus=8), *node_objects(2), claim])
+    state = RecordingView.of([*cluster_objects(gpus=8), *node_objects(2), claim])
+    state.read = set()
     shared = pod("worker-1", node_selector=dict(FLAVOR_LABELS))
     shared["spec"]["resourceClaims"].append({"name": "s", "resourceClaimName": "shared"})
     extended = pod("worker-2")

@@ -74,7 +74,7 @@ def collect_claims(
             continue
         workload = as_workload(obj)
         for claim in expand_pod_claims(
-            workload.pod, state, workload.ref, cache=cache, base=workload.template_path
+            workload.pod, state.snapshot(), workload.ref, cache=cache, base=workload.template_path
         ):
             kind = "ResourceClaim" if claim.shared else "ResourceClaimTemplate"
             referenced.add((kind, claim.key))

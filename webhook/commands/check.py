@@ -155,12 +155,12 @@ def check_objects(
             state.upsert(obj)
     cache = DerivedCache()
     if usage is None:
-        usage = usage_from_pods(state, settings, time.time(), cache=cache)
+        usage = usage_from_pods(state.snapshot(), settings, time.time(), cache=cache)
     else:
         usage = usage.copy()
     items: list[dict[str, Any]] = []
     waiting: dict[str, list[tuple[int, int]]] = {}  # ClusterQueue -> (priority, item index)
-    table = queue_table(state, settings, cache=cache)
+    table = queue_table(state.snapshot(), settings, cache=cache)
     for obj in decided:
         decision = decide(obj, state, usage, settings, placer, cache=cache)
         _, namespace, name = _identity(obj)
@@ -229,7 +229,7 @@ def _input_queue_problems(
     inputs: Sequence[Mapping[str, Any]], state: ClusterState, settings: Settings
 ) -> list[str]:
     """Why the queue objects given as inputs cannot be used (empty when all are valid)."""
-    table = queue_table(state, settings)
+    table = queue_table(state.snapshot(), settings)
     problems = []
     for obj in inputs:
         kind = obj.get("kind")
@@ -271,7 +271,7 @@ def run(args: argparse.Namespace) -> int:
             "draquota check: placement not checked: the cluster has no ResourceSlices",
             file=sys.stderr,
         )
-    table = queue_table(state, settings)
+    table = queue_table(state.snapshot(), settings)
     for item in items:
         item["clusterQueue"] = None if item["reason"] == "NotManaged" else _queue_of(item, table)
         if item["clusterQueue"] == "-":

@@ -33,7 +33,7 @@ def count_object(
     """Devices per class of a claim or template spec, or of one pod of a workload."""
     if obj.get("kind") in CLAIM_KINDS:
         return claim_devices(claim_spec_of(obj))
-    return pod_demand(as_workload(obj), state, cache=cache).all_devices()
+    return pod_demand(as_workload(obj), state.snapshot(), cache=cache).all_devices()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -84,7 +84,7 @@ def _resources(
 
 def queue_status(state: ClusterState, usage: Usage, settings: Settings) -> list[dict[str, Any]]:
     """Every ClusterQueue with its validity and, per flavor and resource, its quota and usage."""
-    table = queue_table(state, settings)
+    table = queue_table(state.snapshot(), settings)
     names = sorted(set(table.queues) | set(table.invalid))
     items = []
     for name in names:
@@ -110,7 +110,7 @@ def queue_status(state: ClusterState, usage: Usage, settings: Settings) -> list[
 
 def _setup_problems(state: ClusterState, settings: Settings) -> list[str]:
     """Problems of the other queue objects: unparseable flavors and LocalQueues, dangling ones."""
-    table = queue_table(state, settings)
+    table = queue_table(state.snapshot(), settings)
     problems = []
     for obj in state.list("ResourceFlavor"):
         try:

@@ -74,7 +74,7 @@ class QueueStatusWriter:
 
     def sync(self) -> int:
         """One pass over every cached ClusterQueue; how many statuses were written."""
-        state = self.backend.state
+        state = self.backend.state.snapshot()
         table = queue_table(state, self.settings, cache=self._cache)
         usage = self.ledger.usage()
         seconds = self.clock()
