@@ -22,9 +22,9 @@ from typing import Any
 
 from quota.claims import PodClaim
 from quota.claimspec import parse_claim_spec
-from quota.cluster import ClusterState
 from quota.devices import claim_devices
 from quota.placement import make_placer
+from webhook.clusterstate import ClusterState
 
 GPU = "gpu.example.com"
 ROOT = "resource.kubernetes.io/pcieRoot"

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from quota.charge import Charge
-from quota.cluster import ClusterState
 from quota.livepods import live_pod_charge
 from quota.settings import Settings
+from webhook.clusterstate import ClusterState
 from webhook.kube.reservations import (
     SHARD_BYTES,
     Reservation,

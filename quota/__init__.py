@@ -4,6 +4,8 @@ Nothing here does I/O, talks to a network, or imports FastAPI or the kubernetes
 client; `webhook/` and `certs/` are the imperative shell around it.
 
 The main path of an admission:
+    state = ClusterView.of(objects)        # the cluster, frozen (the shell's store hands
+                                           # out one per request: webhook.clusterstate)
     workload = as_workload(obj)            # a Pod, or one pod of a Job, Deployment, ...
     demand = pod_demand(workload, state)   # devices per DeviceClass, shared claims, requests
     decision = decide(obj, state, usage, settings, make_placer(state))
@@ -11,13 +13,15 @@ The main path of an admission:
 The core keeps nothing between calls: whoever owns `state` keeps a
 `quota.derived.DerivedCache` next to it and passes it as `cache=` (and keeps the
 placer), so that the queue table and parsed claims are not derived again per pod.
+A decision reads one view: `decide` and `prepare` take `state.snapshot()` once, and
+ask the placer about that view.
 """
 
 from quota.allocator import AllocationError, allocate
 from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge, FlavorResource
 from quota.claims import PodClaim, claim_spec_of, expand_pod_claims
 from quota.claimspec import ClaimSpec, parse_claim_spec
-from quota.cluster import ClusterState
+from quota.cluster import ClusterView
 from quota.decision import decide
 from quota.demand import PodDemand, pod_demand
 from quota.devices import claim_devices
@@ -35,7 +39,7 @@ __all__ = [
     "AllocationError",
     "Charge",
     "ClaimSpec",
-    "ClusterState",
+    "ClusterView",
     "Decision",
     "DraquotaError",
     "FlavorResource",

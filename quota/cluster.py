@@ -1,11 +1,10 @@
 """The cluster view: every object the decisions read, indexed by kind/namespace/name.
 
 `ClusterView` is the cluster at one moment, frozen: what one decision reads, handed
-to it whole, so that a decision never sees half of a change. `ClusterState` is the
-store the shell keeps current (the embedded `--state DIR` mode from files, the
-webhook's informers from the API server); `snapshot()` hands out its view in O(1),
-because every kind is held in a persistent map (`immutables.Map`) that a write
-copies only along one path. Each kind has a revision counter so that derived
+to it whole, so that a decision never sees half of a change. The shell's store
+(`webhook.clusterstate.ClusterState`, kept current from files or informers) hands
+out its views in O(1): every kind is a persistent map (`immutables.Map`) that a
+write copies only along one path. Each kind has a revision counter so that derived
 indexes (pools, queue tables) can be cached and rebuilt only when their inputs
 changed.
 """
@@ -13,8 +12,6 @@ changed.
 from __future__ import annotations
 
 import builtins
-import threading
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from itertools import repeat
 from typing import Any, Protocol
@@ -25,12 +22,14 @@ from quota.errors import InvalidObject
 
 __all__ = [
     "CLUSTER_SCOPED",
-    "JOURNAL_LENGTH",
-    "ClusterState",
     "ClusterView",
+    "Journal",
+    "Key",
     "Obj",
+    "Objects",
     "ViewSource",
     "meta_of",
+    "objects_of",
 ]
 
 Obj = Mapping[str, Any]
@@ -53,26 +52,6 @@ CLUSTER_SCOPED = frozenset(
         "QuotaLedger",
     }
 )
-
-
-# How many recent upserts/removals per kind `changed_since` can report.
-JOURNAL_LENGTH = 4096
-
-# Kinds whose status no decision reads: a change of status (or of server-kept metadata) alone
-# replaces the object without a new revision, so draquota's own ClusterQueue status writes
-# never make every pod's charge be recomputed.
-STATUS_BLIND = frozenset({"ClusterQueue", "LocalQueue", "ResourceFlavor"})
-_SERVER_METADATA = ("resourceVersion", "managedFields", "generation")
-
-
-def _decided_part(obj: Obj) -> tuple[Any, Any]:
-    metadata = obj.get("metadata")
-    kept = (
-        {k: v for k, v in metadata.items() if k not in _SERVER_METADATA}
-        if isinstance(metadata, Mapping)
-        else metadata
-    )
-    return kept, {k: v for k, v in obj.items() if k not in ("metadata", "status")}
 
 
 def meta_of(obj: Obj) -> tuple[str, str | None, str]:
@@ -125,7 +104,7 @@ class ClusterView:
             kind, namespace, name = meta_of(obj)
             by_kind.setdefault(kind, {})[(namespace, name)] = obj
         return cls(
-            {kind: _objects(found) for kind, found in by_kind.items()},
+            {kind: objects_of(found) for kind, found in by_kind.items()},
             dict.fromkeys(by_kind, 1),
         )
 
@@ -156,8 +135,8 @@ class ClusterView:
     def changed_since(self, kind: str, revision: int) -> set[Key] | None:
         """(namespace, name) of objects of `kind` upserted or removed after `revision` (a value
         of `revision(kind)[0]`) up to this view, or None when that is no longer known (a
-        wholesale replace, or more than JOURNAL_LENGTH changes ago): the caller then rescans
-        the kind."""
+        wholesale replace, or longer ago than the store's journal reaches): the caller then
+        rescans the kind."""
         now = self._revisions.get(kind, 0)
         if revision == now:
             return set()
@@ -170,7 +149,8 @@ class ClusterView:
         return sorted(self._objects)
 
 
-def _objects(found: dict[Key, Obj]) -> Objects:
+def objects_of(found: Mapping[Key, Obj]) -> Objects:
+    """The persistent map of these objects."""
     return immutables.Map(found.items())
 
 
@@ -182,118 +162,3 @@ class ViewSource(Protocol):
 
 def _by_namespace_and_name(item: tuple[Key, Obj]) -> tuple[str, str]:
     return item[0][0] or "", item[0][1]
-
-
-class ClusterState:
-    """The store: a mutable, thread-safe index of cluster objects (dicts as the API serves
-    them) whose `snapshot()` is a frozen `ClusterView`. Writes hold a lock; reads read the
-    current view."""
-
-    def __init__(self, objects: Iterable[Obj] = ()) -> None:
-        self._lock = threading.Lock()
-        self._view = ClusterView({}, {}, self, self._changed_between)
-        # kind -> (revision, key) of recent changes; the revision each journal is complete from
-        self._journal: dict[str, deque[tuple[int, Key]]] = {}
-        self._journal_floor: dict[str, int] = {}
-        for obj in objects:
-            self.upsert(obj)
-
-    def snapshot(self) -> ClusterView:
-        """The cluster now, frozen."""
-        return self._view
-
-    def upsert(self, obj: Obj) -> None:
-        """Add or replace an object (see STATUS_BLIND)."""
-        kind, namespace, name = meta_of(obj)
-        key = (namespace, name)
-        with self._lock:
-            objects = self._view._objects.get(kind, _EMPTY)
-            old = objects.get(key)
-            blind = kind in STATUS_BLIND and old is not None
-            if blind and _decided_part(old) == _decided_part(obj):  # type: ignore[arg-type]
-                self._publish(kind, objects.set(key, obj), changed=None)
-                return
-            self._publish(kind, objects.set(key, obj), changed=key)
-
-    def remove(self, kind: str, namespace: str | None, name: str) -> None:
-        """Forget an object; removing a missing object is a no-op."""
-        key = (namespace, name)
-        with self._lock:
-            objects = self._view._objects.get(kind, _EMPTY)
-            if key in objects:
-                self._publish(kind, objects.delete(key), changed=key)
-
-    def replace_kind(self, kind: str, objects: Iterable[Obj]) -> None:
-        """Replace every object of a kind at once (a fresh LIST)."""
-        fresh: dict[Key, Obj] = {}
-        for obj in objects:
-            _, namespace, name = meta_of(obj)
-            fresh[(namespace, name)] = obj
-        replaced = _objects(fresh)
-        with self._lock:
-            self._publish(kind, replaced, changed=None, wholesale=True)
-
-    def _publish(
-        self, kind: str, objects: Objects, changed: Key | None, wholesale: bool = False
-    ) -> None:
-        view = self._view
-        revisions = view._revisions
-        if changed is not None or wholesale:
-            revision = revisions.get(kind, 0) + 1
-            revisions = {**revisions, kind: revision}
-            if wholesale:
-                self._journal.pop(kind, None)
-                self._journal_floor[kind] = revision
-            else:
-                self._note(kind, revision, changed)  # type: ignore[arg-type]
-        self._view = ClusterView(
-            {**view._objects, kind: objects}, revisions, self, self._changed_between
-        )
-
-    def get(self, kind: str, namespace: str | None, name: str) -> Obj | None:
-        """One object, or None."""
-        return self._view.get(kind, namespace, name)
-
-    def list(self, kind: str, namespace: str | None = None) -> builtins.list[Obj]:
-        """Objects of a kind (in one namespace if given), sorted by namespace and name."""
-        return self._view.list(kind, namespace)
-
-    def revision(self, *kinds: str) -> tuple[int, ...]:
-        """A value that changes whenever an object of one of these kinds changes."""
-        return self._view.revision(*kinds)
-
-    def changed_since(self, kind: str, revision: int) -> set[Key] | None:
-        """What `ClusterView.changed_since` says, up to now."""
-        return self._view.changed_since(kind, revision)
-
-    def kinds(self) -> builtins.list[str]:
-        """Kinds present in the store."""
-        return self._view.kinds()
-
-    @property
-    def source(self) -> object:
-        """The store itself: what its views name as their source."""
-        return self
-
-    def _changed_between(self, kind: str, after: int, upto: int) -> set[Key] | None:
-        with self._lock:
-            journal = self._journal.get(kind)
-            if after < self._journal_floor.get(kind, 0):
-                return None
-            if not journal or journal[-1][0] <= after:
-                return set()
-            if len(journal) == journal.maxlen and journal[0][0] > after + 1:
-                return None
-            keys: set[Key] = set()
-            for at, key in reversed(journal):
-                if at <= after:
-                    break
-                if at <= upto:
-                    keys.add(key)
-            return keys
-
-    def _note(self, kind: str, revision: int, key: Key) -> None:
-        journal = self._journal.get(kind)
-        if journal is None:
-            journal = self._journal[kind] = deque(maxlen=JOURNAL_LENGTH)
-        journal.append((revision, key))

@@ -19,10 +19,11 @@ from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from quota.charge import Charge
-from quota.cluster import ClusterState, Obj
+from quota.cluster import Obj
 from quota.settings import Settings
 from quota.usage import Usage
 from quota.verdict import Decision
+from webhook.clusterstate import ClusterState
 from webhook.podusage import PodUsage
 from webhook.runner import Offload, offload_if_inline, running_inline
 

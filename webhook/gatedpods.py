@@ -9,8 +9,9 @@ Not thread-safe: each reader keeps its own.
 
 from __future__ import annotations
 
-from quota.cluster import ClusterState, Obj
+from quota.cluster import Obj
 from quota.livepods import is_gated
+from webhook.clusterstate import ClusterState
 
 __all__ = ["GatedPods"]
 

@@ -13,9 +13,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from quota.claims import PodClaim
-from quota.cluster import ClusterState, ClusterView
+from quota.cluster import ClusterView
 from quota.flavorfilter import PlacementLike, Placer, placer_on
 from quota.placement.index import INDEX_KINDS
+from webhook.clusterstate import ClusterState
 from webhook.revisioncache import RevisionCache
 from webhook.runner import offload_if_inline
 

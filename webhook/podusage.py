@@ -26,7 +26,7 @@ from typing import Any
 
 from quota.charge import Charge
 from quota.claims import CLAIM_KINDS, claim_references
-from quota.cluster import ClusterState, Obj
+from quota.cluster import Obj
 from quota.derived import DerivedCache
 from quota.errors import DraquotaError
 from quota.livepods import (
@@ -39,6 +39,7 @@ from quota.livepods import (
     released_at,
 )
 from quota.settings import Settings
+from webhook.clusterstate import ClusterState
 from webhook.usageindex import IndexedUsage
 
 __all__ = [

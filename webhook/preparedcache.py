@@ -19,12 +19,13 @@ from typing import Any
 import orjson
 
 from quota.claims import CLAIM_KINDS
-from quota.cluster import ClusterState, ClusterView
+from quota.cluster import ClusterView
 from quota.decision import Prepared
 from quota.errors import DraquotaError
 from quota.queues import QUEUE_KINDS
 from quota.verdict import Decision
 from quota.workloads import as_workload
+from webhook.clusterstate import ClusterState
 from webhook.placementcache import PLACEMENT_KINDS
 from webhook.revisioncache import RevisionCache
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterator
 from typing import Generic, TypeVar
 
-from quota.cluster import ClusterState, ClusterView
+from quota.cluster import ClusterView
+from webhook.clusterstate import ClusterState
 
 __all__ = ["RevisionCache"]
 

@@ -16,8 +16,8 @@ from typing import Any, Protocol
 import orjson
 import yaml
 
-from quota.cluster import ClusterState
 from quota.errors import InvalidObject
+from webhook.clusterstate import ClusterState
 
 __all__ = [
     "MANIFEST_SUFFIXES",

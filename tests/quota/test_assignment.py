@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 
 from quota.assignment import assign_flavors, quota_view
 from quota.charge import FlavorResource
-from quota.cluster import ClusterState
 from quota.queuetable import queue_table
 from quota.settings import Settings
 from tests.quota.queue_builders import scenario_objects
+from webhook.clusterstate import ClusterState
 
 GPUS = FlavorResource("default", "gpus")
 

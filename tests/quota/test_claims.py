@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from quota.claims import claim_references, expand_pod_claims
-from quota.cluster import ClusterState
 from quota.demand import pod_demand
 from quota.derived import DerivedCache
 from quota.errors import InvalidObject, InvalidQuantity, NotFound
 from quota.workloads import as_workload
 from tests.quota.builders import VERSIONS, claim, claim_template, container, device_class, pod
+from webhook.clusterstate import ClusterState
 
 GPU2 = {
     "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com", "count": 2}}]

@@ -14,13 +14,13 @@ import yaml
 
 from quota.charge import CHARGE_ANNOTATION, Charge
 from quota.claims import PodClaim
-from quota.cluster import ClusterState
 from quota.decision import decide
 from quota.livepods import usage_from_pods
 from quota.settings import Settings
 from quota.usage import Usage
 from quota.verdict import Decision, Verdict
 from tests.quota.queue_builders import scenario_objects, submission_object
+from webhook.clusterstate import ClusterState
 
 FIXTURES = Path(__file__).parent / "fixtures" / "queues"
 # The fixture tables give the answer as the webhook's status code.

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from quota.claims import PodClaim
-from quota.cluster import ClusterState
 from quota.decision import decide
 from quota.placement import ClusterPlacer, make_placer
 from quota.settings import Settings
@@ -18,6 +17,7 @@ from quota.verdict import Verdict
 from tests.quota.queue_builders import scenario_objects, submission_object
 from tests.quota.test_placement import cluster as placement_cluster
 from tests.quota.test_placement import gpus
+from webhook.clusterstate import ClusterState
 
 SCENARIO = {
     "flavors": [

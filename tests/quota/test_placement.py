@@ -8,9 +8,9 @@ import pytest
 
 from quota.claims import PodClaim
 from quota.claimspec import parse_claim_spec
-from quota.cluster import ClusterState
 from quota.devices import claim_devices
 from quota.placement import Placement, make_placer, place_claims
+from webhook.clusterstate import ClusterState
 
 GPU = "gpu.example.com"
 ROOT = "resource.kubernetes.io/pcieRoot"

@@ -8,13 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quota.claims import expand_pod_claims
-from quota.cluster import ClusterState
 from quota.decision import decide
 from quota.placement import make_placer
 from quota.settings import Settings
 from quota.usage import Usage
 from tests.quota.queue_builders import scenario_objects
 from tests.robustness.hostile import GPU, first_available_spec, node_objects, pod, template
+from webhook.clusterstate import ClusterState
 
 SCENARIO: dict[str, Any] = {
     "flavors": [

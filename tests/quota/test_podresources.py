@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 import yaml
 
-from quota.cluster import ClusterState
 from quota.demand import pod_demand
 from quota.errors import InvalidObject
 from quota.workloads import as_workload
 from tests.quota.builders import device_class
+from webhook.clusterstate import ClusterState
 
 CASES = yaml.safe_load((Path(__file__).parent / "fixtures/counting/pods.yaml").read_text())
 

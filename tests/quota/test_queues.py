@@ -13,7 +13,6 @@ import pytest
 import yaml
 from cel_expr_python import cel
 
-from quota.cluster import ClusterState
 from quota.derived import DerivedCache
 from quota.errors import InvalidObject
 from quota.quantity import parse_quantity
@@ -23,6 +22,7 @@ from quota.routing import namespace_selected
 from quota.settings import Settings
 from quota.status import queue_condition
 from tests.quota.queue_builders import cluster_queue, scenario_objects
+from webhook.clusterstate import ClusterState
 
 BASE = cluster_queue(
     {

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from quota.charge import FlavorResource
-from quota.cluster import ClusterState
 from quota.queuetable import queue_table
 from quota.settings import Settings
 from quota.status import cluster_queue_status
+from webhook.clusterstate import ClusterState
 
 
 def _queue(name: str, lending: int | None = None) -> dict:

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 import yaml
 
-from quota.cluster import ClusterState
 from quota.errors import InvalidObject
 from quota.queues import (
     CLUSTER_QUEUE_FIELDS,
@@ -21,6 +20,7 @@ from quota.queues import (
 from quota.queuetable import queue_table
 from quota.settings import Settings
 from tests.quota.test_queues import _with
+from webhook.clusterstate import ClusterState
 
 CRDS = Path(__file__).resolve().parents[2] / "manifests" / "base" / "crds"
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from quota.charge import Charge, FlavorResource
-from quota.cluster import ClusterState
 from quota.livepods import is_live_pod, live_pod_charge, usage_from_pods
 from quota.settings import Settings
 from quota.usage import Usage
 from tests.quota.queue_builders import scenario_objects, submission_object
+from webhook.clusterstate import ClusterState
 
 GPUS = FlavorResource("default", "gpus")
 

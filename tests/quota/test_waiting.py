@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from quota.cluster import ClusterState
 from quota.queuetable import queue_table
 from quota.settings import Settings
 from quota.waiting import (
@@ -20,6 +19,7 @@ from quota.waiting import (
     waiting_workloads,
 )
 from tests.webhook.builders import NAMESPACE, QUEUE, cluster_objects
+from webhook.clusterstate import ClusterState
 
 
 def _table(strategy: str = "BestEffortFIFO", when_full: str = "Queue") -> Any:

@@ -9,7 +9,6 @@ import jsonpatch
 import orjson
 import pytest
 
-from quota.cluster import ClusterState
 from quota.placement import make_placer
 from quota.settings import Settings
 from tests.quota.queue_builders import scenario_objects
@@ -27,6 +26,7 @@ from tests.robustness.hostile import (
 from tests.webhook.builders import AppClient, FakeBackend, review
 from webhook.app import create_app
 from webhook.backend import MemoryLedger
+from webhook.clusterstate import ClusterState
 from webhook.placementcache import CachedPlacer
 
 SCENARIO: dict[str, Any] = {

@@ -12,7 +12,6 @@ from typing import Any
 
 import orjson
 
-from quota.cluster import ClusterState
 from quota.placement import make_placer
 from quota.settings import Settings
 from tests.webhook.builders import (
@@ -25,6 +24,7 @@ from tests.webhook.builders import (
 )
 from webhook.app import create_app
 from webhook.backend import MemoryLedger
+from webhook.clusterstate import ClusterState
 
 
 def test_placement_runs_while_the_ledger_lock_is_free() -> None:

@@ -17,7 +17,6 @@ from quota.allocator.budget import (
 )
 from quota.claims import PodClaim
 from quota.claimspec import parse_claim_spec
-from quota.cluster import ClusterState
 from quota.devices import claim_devices
 from quota.placement import make_placer
 from tests.robustness.hostile import (
@@ -31,6 +30,7 @@ from tests.robustness.hostile import (
     nothing_matches_request,
     unsatisfiable_constraint_spec,
 )
+from webhook.clusterstate import ClusterState
 
 
 def claim(name: str, spec: dict[str, Any]) -> PodClaim:

@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from quota.charge import QUEUE_LABEL
-from quota.cluster import ClusterState
 from quota.decision import decide
 from quota.demand import pod_demand
 from quota.errors import InvalidQuantity
@@ -19,6 +18,7 @@ from quota.usage import Usage
 from quota.verdict import Verdict
 from quota.workloads import as_workload
 from tests.quota.queue_builders import scenario_objects
+from webhook.clusterstate import ClusterState
 
 HUGE = ["1e999999", "0.000000001e999999", "1e300000", "9" * 100_000]
 

@@ -21,11 +21,11 @@ import jsonpatch
 import orjson
 
 from quota.charge import FlavorResource
-from quota.cluster import ClusterState
 from quota.settings import Settings
 from tests.webhook.builders import AppClient, FakeBackend, review
 from webhook.app import create_app
 from webhook.backend import MemoryLedger
+from webhook.clusterstate import ClusterState
 
 __all__ = ["Clock", "Cluster"]
 

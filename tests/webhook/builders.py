@@ -11,7 +11,7 @@ import httpx
 import jsonpatch
 import orjson
 
-from quota.cluster import ClusterState
+from webhook.clusterstate import ClusterState
 
 __all__ = [
     "FLAVOR",

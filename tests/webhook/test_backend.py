@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from quota.charge import Charge, FlavorResource
-from quota.cluster import JOURNAL_LENGTH
 from quota.decision import decide
 from quota.settings import Settings
 from quota.usage import Usage
@@ -19,6 +18,7 @@ from quota.verdict import Decision
 from tests.webhook.builders import QUEUE, TEMPLATE, cluster_objects, cluster_state, pod
 from webhook import podusage as podusage_module
 from webhook.backend import MemoryLedger, valid_reservation_id
+from webhook.clusterstate import JOURNAL_LENGTH
 from webhook.usageindex import IndexedUsage
 
 GPU = FlavorResource("a100", "gpu")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from quota.cluster import JOURNAL_LENGTH, ClusterState
 from quota.livepods import ADMISSION_GATE, is_gated
+from webhook.clusterstate import JOURNAL_LENGTH, ClusterState
 from webhook.gatedpods import GatedPods
 
 

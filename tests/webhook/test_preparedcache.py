@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from quota.cluster import ClusterState, ClusterView
+from quota.cluster import ClusterView
 from quota.decision import Prepared, prepare
 from quota.placement import make_placer
 from quota.settings import Settings
@@ -27,6 +27,7 @@ from webhook import admit as admit_module
 from webhook.admission import parse_review
 from webhook.admit import Admission
 from webhook.backend import MemoryLedger
+from webhook.clusterstate import ClusterState
 from webhook.placementcache import CachedPlacer
 from webhook.preparedcache import IDENTITY_FIELDS, PREPARE_KINDS, PreparedCache
 

@@ -13,13 +13,13 @@ import httpx
 import orjson
 
 from quota.claims import PodClaim
-from quota.cluster import ClusterState
 from quota.settings import Settings
 from tests.robustness.test_app_bounded import Placed
 from tests.webhook.builders import AppClient, FakeBackend, cluster_objects, node_objects, pod
 from tests.webhook.builders import review as make_review
 from webhook.app import QUICK_BODY_BYTES, create_app
 from webhook.backend import MemoryLedger
+from webhook.clusterstate import ClusterState
 from webhook.placementcache import CachedPlacer
 from webhook.runner import AdmissionRunner, Offload, offload_if_inline
 

@@ -10,7 +10,6 @@ import orjson
 import pytest
 
 from quota import claims as claims_module
-from quota.cluster import ClusterState
 from quota.placement import make_placer
 from quota.settings import Settings
 from tests.webhook.builders import (
@@ -24,6 +23,7 @@ from tests.webhook.builders import (
 from webhook import admit as admit_module
 from webhook.app import create_app
 from webhook.backend import MemoryLedger
+from webhook.clusterstate import ClusterState
 from webhook.placementcache import CachedPlacer
 
 

@@ -7,10 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from quota.cluster import ClusterState
 from quota.errors import DraquotaError
 from quota.settings import Settings
 from quota.usage import Usage
+from webhook.clusterstate import ClusterState
 
 __all__ = ["ClusterUnavailable", "live_snapshot", "memory_usage"]
 

@@ -13,9 +13,9 @@ from typing import Any, TextIO
 import orjson
 import yaml
 
-from quota.cluster import ClusterState
 from quota.errors import InvalidObject
 from quota.settings import Settings
+from webhook.clusterstate import ClusterState
 from webhook.state import decode_text, load_inputs, load_state, parse_yaml
 
 __all__ = [

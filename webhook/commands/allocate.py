@@ -19,12 +19,12 @@ from typing import Any
 
 from quota.allocator import AllocationError
 from quota.claims import PodClaim, claim_spec_of, expand_pod_claims
-from quota.cluster import ClusterState
 from quota.derived import DerivedCache
 from quota.devices import claim_devices
 from quota.errors import InvalidObject, NotFound
 from quota.placement import Placement, make_placer
 from quota.workloads import WORKLOAD_KINDS, as_workload
+from webhook.clusterstate import ClusterState
 from webhook.commands._common import (
     Progress,
     add_input_arguments,

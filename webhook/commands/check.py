@@ -24,7 +24,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from quota.cluster import ClusterState
 from quota.decision import conclude, conclude_job, decide, prepare
 from quota.derived import DerivedCache
 from quota.errors import InvalidObject
@@ -39,6 +38,7 @@ from quota.usage import Usage
 from quota.verdict import Decision
 from quota.workloads import WORKLOAD_KINDS
 from webhook.cli import EXIT_BAD_INPUT
+from webhook.clusterstate import ClusterState
 from webhook.commands._cluster import live_snapshot
 from webhook.commands._common import (
     Progress,

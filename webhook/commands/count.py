@@ -7,11 +7,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from quota.claims import CLAIM_KINDS, claim_spec_of
-from quota.cluster import ClusterState
 from quota.demand import pod_demand
 from quota.derived import DerivedCache
 from quota.devices import claim_devices
 from quota.workloads import WORKLOAD_KINDS, as_workload
+from webhook.clusterstate import ClusterState
 from webhook.commands._common import (
     Progress,
     add_input_arguments,

@@ -18,13 +18,13 @@ from typing import Any
 
 from quota.assignment import quota_view
 from quota.charge import FlavorResource
-from quota.cluster import ClusterState
 from quota.errors import InvalidObject
 from quota.messages import format_amount
 from quota.queues import ClusterQueue, parse_resource_flavor
 from quota.queuetable import QueueTable, queue_table
 from quota.settings import Settings
 from quota.usage import Usage
+from webhook.clusterstate import ClusterState
 from webhook.commands._cluster import live_snapshot, memory_usage
 from webhook.commands._common import add_output_argument, emit, load_settings, output_format
 from webhook.state import load_state

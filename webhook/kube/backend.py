@@ -8,8 +8,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from quota.cluster import ClusterState
 from quota.errors import DraquotaError
+from webhook.clusterstate import ClusterState
 from webhook.kube.backoff import Backoff
 from webhook.kube.client import ApiError, KubeClient, TransportError
 from webhook.kube.informer import Informer, InformerOptions

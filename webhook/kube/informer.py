@@ -18,8 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from quota.cluster import ClusterState, meta_of
+from quota.cluster import meta_of
 from quota.errors import DraquotaError
+from webhook.clusterstate import ClusterState
 from webhook.kube.backoff import Backoff
 from webhook.kube.client import ApiError, KubeClient, TransportError, WatchStream
 from webhook.kube.resources import QUOTA_LEDGER, ResourceType

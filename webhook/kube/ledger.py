@@ -37,11 +37,11 @@ from typing import Any, Protocol
 
 from certs.periodic import Periodic
 from quota.charge import Charge
-from quota.cluster import ClusterState
 from quota.settings import Settings
 from quota.usage import Usage
 from quota.verdict import Decision, Verdict
 from webhook.backend import SyncedUsage, valid_reservation_id
+from webhook.clusterstate import ClusterState
 from webhook.kube.client import ApiError, KubeClient, TransportError
 from webhook.kube.reservations import (
     SHARD_BYTES,

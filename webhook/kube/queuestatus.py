@@ -16,13 +16,13 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from certs.periodic import Periodic
-from quota.cluster import ClusterState
 from quota.derived import DerivedCache
 from quota.queuetable import QueueTable, queue_table
 from quota.settings import Settings
 from quota.status import cluster_queue_status, local_queue_status
 from quota.usage import Usage
 from quota.waiting import Waiting, waiting_in
+from webhook.clusterstate import ClusterState
 from webhook.gatedpods import GatedPods
 from webhook.kube.client import ApiError, KubeClient, TransportError
 from webhook.kube.resources import QUOTA_GROUP, QUOTA_VERSION, ResourceType

@@ -28,8 +28,8 @@ from typing import Any
 import orjson
 
 from quota.charge import Charge
-from quota.cluster import ClusterState
 from quota.errors import DraquotaError
+from webhook.clusterstate import ClusterState
 from webhook.kube.resources import QUOTA_LEDGER
 
 __all__ = [

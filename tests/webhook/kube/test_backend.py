@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from quota.cluster import ClusterState
 from tests.fakeapi import FakeApiServer
 from tests.webhook.kube.conftest import FAST, InformersHeld, write_kubeconfig
 from tests.webhook.kube.objects import NAMESPACE, TEMPLATE, cluster_objects, gpu_pod
+from webhook.clusterstate import ClusterState
 from webhook.kube.backend import KubeBackend
 from webhook.kube.backoff import Backoff
 from webhook.kube.client import KubeClient

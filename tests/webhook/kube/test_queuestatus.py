@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from quota.cluster import ClusterState
 from tests.fakeapi import FakeApiServer
 from tests.webhook.kube.objects import QUEUE, gpu_pod
 from tests.webhook.kube.test_backend import eventually
 from tests.webhook.kube.test_ledger import Clock, make
+from webhook.clusterstate import ClusterState
 from webhook.kube.client import KubeClient
 from webhook.kube.queuestatus import QueueStatusWriter
 
