@@ -1,4 +1,5 @@
-"""Work done per admission request: one decision per /validate, each claim parsed once."""
+"""Work done per admission request: one decision per /validate, on one view of the cluster,
+each claim parsed once."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import orjson
 import pytest
 
 from quota import claims as claims_module
+from quota.cluster import ClusterView
 from quota.placement import make_placer
 from quota.settings import Settings
 from tests.webhook.builders import (
@@ -32,7 +34,7 @@ def _template(name: str) -> dict[str, Any]:
     return {**template, "metadata": {"name": name, "namespace": "team-a"}}
 
 
-def test_a_validate_prepares_and_concludes_once_and_parses_each_claim_once(
+def test_a_validate_prepares_and_concludes_once_on_one_view_and_parses_each_claim_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     objects = [
@@ -55,11 +57,20 @@ def test_a_validate_prepares_and_concludes_once_and_parses_each_claim_once(
 
     def counting_prepare(*args: Any, **kwargs: Any) -> Any:
         decisions.append("prepare")
+        prepared_on.append(args[1])
         return real_prepare(*args, **kwargs)
 
     def counting_conclude(*args: Any, **kwargs: Any) -> Any:
         decisions.append("conclude")
         return real_conclude(*args, **kwargs)
+
+    prepared_on: list[Any] = []
+    views: list[ClusterView] = []
+    real_snapshot = state.snapshot
+
+    def counting_snapshot() -> ClusterView:
+        views.append(real_snapshot())
+        return views[-1]
 
     parsed: list[str] = []
     real_parse = claims_module.claim_spec_of
@@ -73,7 +84,9 @@ def test_a_validate_prepares_and_concludes_once_and_parses_each_claim_once(
     monkeypatch.setattr(claims_module, "claim_spec_of", counting_parse)
     for name in ("fresh-a", "fresh-b"):  # new objects: nothing parsed before this request
         state.upsert(_template(name))
+    monkeypatch.setattr(state, "snapshot", counting_snapshot)
     answer = client.post("/validate", content=orjson.dumps(review(obj))).json()["response"]
     assert answer["allowed"], answer
     assert decisions == ["prepare", "conclude"]
+    assert len(views) == 1 and prepared_on == views  # one frozen view, handed to the decision
     assert sorted(parsed) == ["fresh-a", "fresh-b"]
