@@ -4,6 +4,7 @@ each claim parsed once."""
 from __future__ import annotations
 
 import base64
+import gc
 from typing import Any
 
 import jsonpatch
@@ -90,3 +91,27 @@ def test_a_validate_prepares_and_concludes_once_on_one_view_and_parses_each_clai
     assert decisions == ["prepare", "conclude"]
     assert len(views) == 1 and prepared_on == views  # one frozen view, handed to the decision
     assert sorted(parsed) == ["fresh-a", "fresh-b"]
+
+
+def _live_views(state: ClusterState) -> list[ClusterView]:
+    gc.collect()
+    return [o for o in gc.get_objects() if isinstance(o, ClusterView) and o.source is state]
+
+
+def test_nothing_kept_between_requests_holds_an_older_view_of_the_cluster() -> None:
+    """A view kept by a cache would keep every object of its time alive as the store moves
+    on (each kind is a persistent map): only the store's current view may outlive a request."""
+    state = ClusterState([*cluster_objects(gpus=8), *node_objects(2)])
+    placer = CachedPlacer(make_placer(state), state)
+    app = create_app(FakeBackend(state), MemoryLedger(state, Settings()), Settings(), placer)
+    client = AppClient(app)
+    for i in range(4):
+        obj = pod(f"p-{i}")
+        mutated = client.post("/mutate", content=orjson.dumps(review(obj))).json()["response"]
+        obj = jsonpatch.apply_patch(obj, orjson.loads(base64.b64decode(mutated["patch"])))
+        obj["metadata"]["uid"] = f"uid-{i}"
+        answer = client.post("/validate", content=orjson.dumps(review(obj))).json()["response"]
+        assert answer["allowed"], answer
+        state.upsert({**obj, "spec": {**obj["spec"], "nodeName": "node-1"}})  # the pod appears
+    assert len(placer.kept) and len(app.state.admission.prepared.kept)  # caches in use
+    assert _live_views(state) == [state.snapshot()]  # and one view alive: the store's own
