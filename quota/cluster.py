@@ -133,16 +133,17 @@ class ClusterView:
         return tuple(map(self._revisions.get, kinds, repeat(0)))
 
     def changed_since(self, kind: str, revision: int) -> set[Key] | None:
-        """(namespace, name) of objects of `kind` upserted or removed after `revision` (a value
-        of `revision(kind)[0]`) up to this view, or None when that is no longer known (a
-        wholesale replace, or longer ago than the store's journal reaches): the caller then
-        rescans the kind."""
+        """(namespace, name) of the objects of `kind` that differ between `revision` (a value
+        of `revision(kind)[0]` of a view of the same store) and this view: upserted or
+        removed after it up to this view, or, when this view is the older one, after this
+        view up to it. None when that is no longer known (a wholesale replace, or longer ago
+        than the store's journal reaches): the caller then rescans the kind."""
         now = self._revisions.get(kind, 0)
         if revision == now:
             return set()
-        if self._journal is None or revision > now:
+        if self._journal is None:
             return None
-        return self._journal(kind, revision, now)
+        return self._journal(kind, min(revision, now), max(revision, now))
 
     def kinds(self) -> builtins.list[str]:
         """Kinds present in the view."""

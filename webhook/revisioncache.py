@@ -77,8 +77,16 @@ class RevisionCache(Generic[K, V]):
 
     def _current(self, view: ClusterView | None = None) -> dict[K, V]:
         revision = (view if view is not None else self.state).revision(*self.kinds)
+        if revision != self._revision and _older(revision, self._revision):
+            # A decision that took its view just before a change: it misses, and keeps nothing
+            # (`keep` keeps only into the current entries), but what is kept stays.
+            return {}
         if revision != self._revision:
             self._entries = {}
             self.weight = 0
             self._revision = revision
         return self._entries
+
+
+def _older(revision: tuple[int, ...], than: tuple[int, ...]) -> bool:
+    return bool(than) and all(a <= b for a, b in zip(revision, than, strict=True))

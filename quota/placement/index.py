@@ -99,7 +99,8 @@ class Index:
         if previous is not None and previous.devices_revision == self.devices_revision:
             # Only allocations changed (the scheduler allocated or freed a claim): the parsed
             # devices, pools per node and CEL results stay; what depends on the changed
-            # claims' pools goes.
+            # claims' pools goes. Either way in time: a decision may ask on a view older than
+            # the one the previous index was built from.
             changed = state.changed_since("ResourceClaim", previous.claims_revision)
             if changed is None:
                 self.holdings, touched = _holdings(state), None

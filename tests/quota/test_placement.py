@@ -10,6 +10,7 @@ from quota.claims import PodClaim
 from quota.claimspec import parse_claim_spec
 from quota.devices import claim_devices
 from quota.placement import Placement, make_placer, place_claims
+from quota.placement import index as index_module
 from webhook.clusterstate import ClusterState
 
 GPU = "gpu.example.com"
@@ -333,3 +334,21 @@ def test_a_placer_bound_to_a_view_answers_on_that_view() -> None:
     assert placement.ok and placement.node == "node-1"
     assert not placer(claims, None).ok  # unbound: the cluster now
     assert placer.on(view)(claims, None).ok  # an older view is answered on its own index
+
+
+def test_an_older_view_after_a_newer_index_costs_no_rescan_of_every_claim(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    state = cluster(allocated_claim("busy", "node-1", "gpu-0", "gpu-1", "gpu-2"))
+    placer = make_placer(state)
+    claims = [template_claim("a", 2)]
+    older = state.snapshot()  # node-1 busy
+    state.remove("ResourceClaim", "team-a", "busy")  # freed
+    assert placer(claims, None).node == "node-1"  # the newer index: node-1 is free
+    rescans: list[int] = []
+    real = index_module._holdings
+    monkeypatch.setattr(index_module, "_holdings", lambda s: rescans.append(1) or real(s))
+    placement = placer.on(older)(claims, None)
+    assert placement.ok and placement.now and placement.node == "node-2"  # busy on that view
+    assert placer(claims, None).node == "node-1"  # and forward again
+    assert rescans == []  # both ways from the journal of changed claims

@@ -99,3 +99,14 @@ def test_a_view_with_an_object_added_is_not_the_stores() -> None:
     assert added.get("ResourceClaim", "ns", "b") is not None
     assert state.get("ResourceClaim", "ns", "b") is None
     assert added.source is not state
+
+
+def test_an_older_view_names_the_changes_up_to_a_newer_revision() -> None:
+    state = ClusterState([_obj("ResourceClaim", "a", "ns")])
+    older = state.snapshot()
+    state.upsert(_obj("ResourceClaim", "b", "ns"))
+    state.remove("ResourceClaim", "ns", "a")
+    newer = state.revision("ResourceClaim")[0]
+    assert older.changed_since("ResourceClaim", newer) == {("ns", "a"), ("ns", "b")}
+    state.replace_kind("ResourceClaim", [])
+    assert older.changed_since("ResourceClaim", newer) is None  # replaced since: rescan

@@ -35,3 +35,15 @@ def test_a_full_cache_is_emptied_by_count_and_by_weight() -> None:
             cache.keep(cache.lookup(i)[1], i, i, weight=4)
         assert len(by_count) <= 3 and by_weight.weight <= 10
     assert sorted(by_count.values()) == [6] and sorted(by_weight.values()) == [6]
+
+
+def test_a_lookup_on_an_older_view_misses_and_keeps_what_is_kept() -> None:
+    state = cluster_state()
+    cache: RevisionCache[str, int] = RevisionCache(state, ("ResourceSlice",), size=8)
+    older = state.snapshot()
+    state.upsert(node_objects(1)[1])
+    cache.keep(cache.lookup("a")[1], "a", 1)  # kept at the newer revision
+    found, entries = cache.lookup("a", older)  # a decision that took its view before
+    assert found is None
+    cache.keep(entries, "a", 0)  # built from the older view: not kept
+    assert cache.lookup("a")[0] == 1 and len(cache) == 1
