@@ -5,7 +5,7 @@ labels, and (with a placer) whether the pod's claims can be placed on the flavor
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+from typing import Protocol, overload
 
 from quota.assignment import FlavorFilter, PreferringFilter, flavor_matches_pod
 from quota.claims import PodClaim
@@ -38,6 +38,10 @@ class PlacementLike(Protocol):
 Placer = Callable[[Sequence[PodClaim], Mapping[str, str] | None], PlacementLike]
 
 
+@overload
+def placer_on(placer: Placer, view: ClusterView) -> Placer: ...
+@overload
+def placer_on(placer: None, view: ClusterView) -> None: ...
 def placer_on(placer: Placer | None, view: ClusterView) -> Placer | None:
     """The placer answering on `view`: one that reads the cluster (it has `on(view)`, as
     `quota.placement.ClusterPlacer` does) is bound to it; any other is as it is."""

@@ -57,9 +57,7 @@ class CachedPlacer:
         if found is not None:
             return found
         offload_if_inline("placement search")
-        placer = placer_on(self.placer, view)
-        assert placer is not None
-        placement = placer(claims, node_labels)
+        placement = placer_on(self.placer, view)(claims, node_labels)
         self.kept.keep(entries, key, placement)
         return placement
 
