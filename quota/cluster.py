@@ -104,7 +104,7 @@ class ClusterView:
             kind, namespace, name = meta_of(obj)
             by_kind.setdefault(kind, {})[(namespace, name)] = obj
         return cls(
-            {kind: objects_of(found) for kind, found in by_kind.items()},
+            {kind: objects_of(found.items()) for kind, found in by_kind.items()},
             dict.fromkeys(by_kind, 1),
         )
 
@@ -150,9 +150,13 @@ class ClusterView:
         return sorted(self._objects)
 
 
-def objects_of(found: Mapping[Key, Obj]) -> Objects:
-    """The persistent map of these objects."""
-    return immutables.Map(found.items())
+def objects_of(found: Iterable[tuple[Key, Obj]]) -> Objects:
+    """The persistent map of these (key, object) pairs; the last of a key wins."""
+    with _EMPTY.mutate() as building:  # built in place: no dict of them all on the way
+        for key, obj in found:
+            building[key] = obj
+        built = building.finish()
+    return built
 
 
 class ViewSource(Protocol):

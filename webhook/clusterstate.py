@@ -12,7 +12,7 @@ from __future__ import annotations
 import builtins
 import threading
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from quota.cluster import ClusterView, Key, Obj, Objects, meta_of, objects_of
@@ -28,7 +28,7 @@ JOURNAL_LENGTH = 4096
 STATUS_BLIND = frozenset({"ClusterQueue", "LocalQueue", "ResourceFlavor"})
 _SERVER_METADATA = ("resourceVersion", "managedFields", "generation")
 
-_NONE: Objects = objects_of({})
+_NONE: Objects = objects_of(())
 
 
 def _decided_part(obj: Obj) -> tuple[Any, Any]:
@@ -39,6 +39,12 @@ def _decided_part(obj: Obj) -> tuple[Any, Any]:
         else metadata
     )
     return kept, {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+
+
+def _keyed(objects: Iterable[Obj]) -> Iterator[tuple[Key, Obj]]:
+    for obj in objects:
+        _, namespace, name = meta_of(obj)
+        yield (namespace, name), obj
 
 
 class ClusterState:
@@ -91,11 +97,7 @@ class ClusterState:
 
     def replace_kind(self, kind: str, objects: Iterable[Obj]) -> None:
         """Replace every object of a kind at once (a fresh LIST)."""
-        fresh: dict[Key, Obj] = {}
-        for obj in objects:
-            _, namespace, name = meta_of(obj)
-            fresh[(namespace, name)] = obj
-        replaced = objects_of(fresh)
+        replaced = objects_of(_keyed(objects))
         with self._lock:
             self._objects[kind] = replaced
             self._revisions[kind] = self._revisions.get(kind, 0) + 1
