@@ -14,13 +14,14 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import orjson
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Response
 
 from quota.flavorfilter import Placer
 from quota.settings import Settings
 from quota.verdict import Decision
 from webhook.admission import AdmissionRequest, BadReview, Outcome, parse_review, review_response
 from webhook.admit import Admission
+from webhook.asgi import Answer, BadBody, Receive, Scope, WebhookApp, json_answer, read_body
 from webhook.backend import Backend, Ledger
 from webhook.metrics import Metrics, queue_label, reason_label, resource_label
 from webhook.placementcache import CachedPlacer
@@ -40,35 +41,13 @@ def _deny(code: int, reason: str, message: str) -> Outcome:
     return Outcome(False, code=code, reason=reason, message=message)
 
 
-def _client_cert(request: Request) -> bool:
-    tls = request.scope.get("extensions", {}).get("tls") or {}
+def _client_cert(scope: Scope) -> bool:
+    tls = scope.get("extensions", {}).get("tls") or {}
     return tls.get("client_cert_name") is not None
 
 
 def _json(status: int, document: Any) -> Response:
     return Response(orjson.dumps(document), status_code=status, media_type="application/json")
-
-
-def _too_large(limit: int) -> Response:
-    return _json(413, {"error": f"request body larger than {limit} bytes", "code": 413})
-
-
-async def _read_body(request: Request, limit: int) -> bytes | Response:
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        try:
-            if int(declared) > limit:
-                return _too_large(limit)
-        except ValueError:
-            return _json(400, {"error": "invalid Content-Length header", "code": 400})
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            return _too_large(limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def create_app(
@@ -81,7 +60,7 @@ def create_app(
     certs_ready: Callable[[], bool] = lambda: True,
     max_body_bytes: int = MAX_BODY_BYTES,
     require_client_cert: bool = False,
-) -> FastAPI:
+) -> WebhookApp:
     """The webhook app over this cluster view and ledger (SPEC §6).
 
     With `require_client_cert`, /mutate and /validate answer only TLS peers that
@@ -112,39 +91,33 @@ def create_app(
             backend.stop()
             runner.shutdown()
 
-    app = FastAPI(
+    app = WebhookApp(
         title="draquota", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None
     )
     app.state.admission = admission
     app.state.metrics = metrics
     app.state.runner = runner
 
-    async def handle(request: Request, endpoint: str) -> Response:
+    async def handle(scope: Scope, receive: Receive, endpoint: str) -> Answer:
         started = time.perf_counter()
         deadline_start = runner.clock()
-        if require_client_cert and not _client_cert(request):
+        if require_client_cert and not _client_cert(scope):
             metrics.bad_requests.labels(endpoint, "403").inc()
-            return _json(
-                403,
-                {
-                    "error": "a client certificate signed by the configured CA is required",
-                    "code": 403,
-                },
-            )
-        body = await _read_body(request, max_body_bytes)
-        if isinstance(body, Response):
-            metrics.bad_requests.labels(endpoint, str(body.status_code)).inc()
-            return body
+            message = "a client certificate signed by the configured CA is required"
+            return json_answer(403, {"error": message, "code": 403})
+        try:
+            body = await read_body(scope, receive, max_body_bytes)
+        except BadBody as exc:
+            metrics.bad_requests.labels(endpoint, str(exc.answer[0])).inc()
+            return exc.answer
         try:
             req = parse_review(body)
         except Exception as exc:  # BadReview, or anything a hostile body provokes: never a 500
             if not isinstance(exc, BadReview):
                 log.warning("unparseable body", extra={"endpoint": endpoint, "error": repr(exc)})
             metrics.bad_requests.labels(endpoint, "400").inc()
-            return _json(
-                400,
-                {"error": f"not an admission.k8s.io/v1 AdmissionReview: {exc}", "code": 400},
-            )
+            message = f"not an admission.k8s.io/v1 AdmissionReview: {exc}"
+            return json_answer(400, {"error": message, "code": 400})
         mutating = endpoint == "mutate"
         decision: Decision | None = None
         try:
@@ -187,17 +160,16 @@ def create_app(
             )
         except Exception:
             log.exception("recording the admission failed", extra={"uid": req.uid})
-        return Response(orjson.dumps(document), media_type="application/json")
+        return json_answer(200, document)
 
-    async def mutate(request: Request) -> Response:
-        return await handle(request, "mutate")
+    async def mutate(scope: Scope, receive: Receive) -> Answer:
+        return await handle(scope, receive, "mutate")
 
-    async def validate(request: Request) -> Response:
-        return await handle(request, "validate")
+    async def validate(scope: Scope, receive: Receive) -> Answer:
+        return await handle(scope, receive, "validate")
 
-    # Plain Starlette routes: the body is ours to read and validate, no dependency injection.
-    app.add_route("/mutate", mutate, methods=["POST"])
-    app.add_route("/validate", validate, methods=["POST"])
+    # Answered at the ASGI level, under none of FastAPI's layers (see webhook/asgi.py).
+    app.endpoints.update({"/mutate": mutate, "/validate": validate})
 
     @app.get("/healthz")
     async def healthz() -> Response:
