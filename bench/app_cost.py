@@ -6,6 +6,8 @@ both by ±5 % between runs. This drives the two apps of that benchmark (the same
 cluster, the same AdmissionReviews, a uid per request) through their ASGI interface in
 one process, no sockets, and reports microseconds per request and the difference: the
 cost of draquota's own code (envelope, decision, ledger, metrics), to compare commits.
+The floor is the allow-all app on draquota's own ASGI layer (`webhook.asgi`): `decision`
+is what draquota adds to it, `added` what it adds to the FastAPI baseline.
 
     .venv/bin/python bench/app_cost.py [--nodes 500] [--requests 2000] [--rounds 5]
 
@@ -36,6 +38,7 @@ from webhook_bench import (  # noqa: E402
     UID,
     admission_bodies,
     allow_all_app,
+    allow_all_floor_app,
     build_cluster,
     probe_review,
 )
@@ -98,16 +101,18 @@ async def _round(app: App, path: str, template: str, requests: int, ids: Any) ->
 
 
 async def _measure(state: Path, requests: int, rounds: int) -> dict[str, dict[str, float]]:
-    draquota, baseline = _draquota(state), allow_all_app()
+    draquota = _draquota(state)
+    apps = (("baseline", allow_all_app()), ("floor", allow_all_floor_app()), ("draquota", draquota))
     bodies, ids = await _bodies(draquota), itertools.count()
     figures: dict[str, dict[str, float]] = {}
     for path, template in bodies.items():
         best: dict[str, float] = {}
-        for name, app in (("baseline", baseline), ("draquota", draquota)):
+        for name, app in apps:
             await _round(app, path, template, max(1, requests // 10), ids)  # warm-up
             times = [await _round(app, path, template, requests, ids) for _ in range(rounds)]
             best[name] = min(times)
         best["added"] = best["draquota"] - best["baseline"]
+        best["decision"] = best["draquota"] - best["floor"]
         figures[path] = best
     return figures
 
@@ -121,9 +126,10 @@ def measure(nodes: int, requests: int, rounds: int) -> dict[str, dict[str, float
 
 
 def report(figures: dict[str, dict[str, float]]) -> str:
-    lines = [f"{'endpoint':<12}{'baseline µs':>14}{'draquota µs':>14}{'added µs':>12}"]
+    columns = ("baseline", "floor", "draquota", "added", "decision")
+    lines = [f"{'endpoint':<12}" + "".join(f"{c + ' µs':>14}" for c in columns)]
     for path, f in figures.items():
-        lines.append(f"{path:<12}{f['baseline']:>14.1f}{f['draquota']:>14.1f}{f['added']:>12.1f}")
+        lines.append(f"{path:<12}" + "".join(f"{f[c]:>14.1f}" for c in columns))
     return "\n".join(lines)
 
 

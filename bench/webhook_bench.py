@@ -9,7 +9,9 @@ its own uid (and so its own reservation), as the API server sends them.
 Reported per target: requests/s, p50 and p99 latency, errors; and the ratios
 draquota/baseline. "Full admission" is one /mutate plus one /validate call, so
 its throughput is 1 / (1/mutate + 1/validate) against the baseline answering
-the same two calls (baseline/2).
+the same two calls (baseline/2). The floor is the same allow-all on draquota's own
+ASGI layer, without FastAPI's per-request layers: against it, what is left is the
+cost of draquota's decisions.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from certs.serving import ServingSpec  # noqa: E402
 __all__ = [
     "admission_bodies",
     "allow_all_app",
+    "allow_all_floor_app",
     "build_cluster",
     "main",
     "probe_review",
@@ -61,6 +64,15 @@ FLAVOR_LABEL = "bench.example.com/pool"
 UID = "@@UID@@"
 
 
+def _allowed(review: Any) -> bytes:
+    answer = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {"uid": review["request"]["uid"], "allowed": True},
+    }
+    return orjson.dumps(answer)
+
+
 def allow_all_app() -> Any:
     """The baseline: a FastAPI webhook that parses the review and allows everything."""
     app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
@@ -68,13 +80,7 @@ def allow_all_app() -> Any:
     @app.post("/mutate")
     @app.post("/validate")
     async def validate(request: Request) -> Response:
-        review = orjson.loads(await request.body())
-        answer = {
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "response": {"uid": review["request"]["uid"], "allowed": True},
-        }
-        return Response(orjson.dumps(answer), media_type="application/json")
+        return Response(_allowed(orjson.loads(await request.body())), media_type="application/json")
 
     @app.get("/healthz")
     @app.get("/readyz")
@@ -84,11 +90,32 @@ def allow_all_app() -> Any:
     return app
 
 
-def _serve_allow_all(cert_dir: Path, port: int) -> None:
+def allow_all_floor_app() -> Any:
+    """The floor: the same allow-all on draquota's own ASGI layer (`webhook.asgi`), where its
+    admission routes are answered. Against it, draquota's figures are the cost of its
+    decisions alone; the baseline above also pays FastAPI's layers per request."""
+    from webhook.asgi import WebhookApp, read_body
+
+    app = WebhookApp(openapi_url=None, docs_url=None, redoc_url=None)
+
+    async def allow(scope: Any, receive: Any) -> tuple[int, bytes]:
+        return 200, _allowed(orjson.loads(await read_body(scope, receive, 3 << 20)))
+
+    @app.get("/healthz")
+    @app.get("/readyz")
+    async def healthz() -> Response:
+        return Response(b'{"status":"ok"}', media_type="application/json")
+
+    app.endpoints.update({"/mutate": allow, "/validate": allow})
+    return app
+
+
+def _serve_allow_all(cert_dir: Path, port: int, floor: bool = False) -> None:
     from webhook.serve import server_context, webhook_server
 
     context, reloader = server_context(cert_dir)
-    webhook_server(allow_all_app(), "127.0.0.1", port, context, reloader).run()
+    app = allow_all_floor_app() if floor else allow_all_app()
+    webhook_server(app, "127.0.0.1", port, context, reloader).run()
 
 
 def _device_classes() -> list[dict[str, Any]]:
@@ -419,24 +446,29 @@ def run_benchmark(nodes: int, seconds: int, connections: int, work: Path) -> dic
     baseline = [sys.executable, str(Path(__file__).resolve()), "--allow-all-server"]
     results: dict[str, Any] = {"nodes": nodes, "seconds": seconds, "connections": connections}
     warm = max(1, seconds // 5)
-    port, base_port = _free_port(), _free_port()
+    port, base_port, floor_port = _free_port(), _free_port(), _free_port()
     base_command = [*baseline, "--port", str(base_port), "--cert-dir", str(cert_dir)]
-    # Both servers stay up; one is driven at a time, and the baseline is measured before and
+    floor_command = [*baseline, "--floor", "--port", str(floor_port), "--cert-dir", str(cert_dir)]
+    # The servers stay up; one is driven at a time, and the baseline is measured before and
     # after draquota so that a change in the machine's load during the run shows (and averages).
     pids: dict[str, int] = {}
     draquota_log, base_log = work / "draquota.log", work / "baseline.log"
     with (
         _server([*draquota, "--port", str(port)], port, cert_dir, draquota_log, pids) as url,
         _server(base_command, base_port, cert_dir, base_log, pids) as base_url,
+        _server(floor_command, floor_port, cert_dir, work / "floor.log", pids) as floor_url,
     ):
         mutate_body, validate_body = _mutated_body(url, cert_dir)
-        us, base = pids[url], pids[base_url]
+        us, base, floor = pids[url], pids[base_url], pids[floor_url]
         _wrk(base_url, "/validate", validate_body, warm, connections, work)
         before = _wrk(base_url, "/validate", validate_body, seconds, connections, work, base)
         _wrk(url, "/validate", validate_body, warm, connections, work)  # warm caches, placer index
         results["mutate"] = _wrk(url, "/mutate", mutate_body, seconds, connections, work, us)
         results["validate"] = _wrk(url, "/validate", validate_body, seconds, connections, work, us)
         results["decisions"] = _decisions(url, cert_dir)
+        _wrk(floor_url, "/validate", validate_body, warm, connections, work)
+        floor_run = _wrk(floor_url, "/validate", validate_body, seconds, connections, work, floor)
+        results["floor"] = floor_run
         after = _wrk(base_url, "/validate", validate_body, seconds, connections, work, base)
     results["baseline_runs"] = [before, after]
     keys = ("rps", "p50_us", "p99_us", "requests", "errors", "cpu_us")
@@ -450,12 +482,16 @@ def run_benchmark(nodes: int, seconds: int, connections: int, work: Path) -> dic
         "mutate/baseline": mutate / base,
         "validate/baseline": validate / base,
         "full_admission/baseline_pair": full / (base / 2),
+        "full_admission/floor_pair": full / (results["floor"]["rps"] / 2),
     }
     results["full_admission_rps"] = full
-    cpu = [r.get("cpu_us") for r in (results["baseline"], results["mutate"], results["validate"])]
+    runs = (results["baseline"], results["floor"], results["mutate"], results["validate"])
+    cpu = [r.get("cpu_us") for r in runs]
     if all(cpu):
         # The same comparison in server CPU per request: steadier than req/s on a shared machine.
-        results["ratios"]["full_admission_cpu/baseline_pair"] = 2 * cpu[0] / (cpu[1] + cpu[2])
+        base_cpu, floor_cpu, pair_cpu = cpu[0], cpu[1], cpu[2] + cpu[3]
+        results["ratios"]["full_admission_cpu/baseline_pair"] = 2 * base_cpu / pair_cpu
+        results["ratios"]["full_admission_cpu/floor_pair"] = 2 * floor_cpu / pair_cpu
     return results
 
 
@@ -467,7 +503,7 @@ def report(results: dict[str, Any]) -> str:
         f"{'server CPU µs/req':>19}",
     ]
     runs = [("baseline (before)", results["baseline_runs"][0])]
-    runs += [(name, results[name]) for name in ("mutate", "validate")]
+    runs += [(name, results[name]) for name in ("mutate", "validate", "floor")]
     runs += [
         ("baseline (after)", results["baseline_runs"][1]),
         ("baseline (mean)", results["baseline"]),
@@ -496,11 +532,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--work-dir", type=Path, help="keep the cluster, certs and logs here")
     parser.add_argument("--allow-all-server", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--cert-dir", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.allow_all_server:
-        _serve_allow_all(args.cert_dir, args.port)
+        _serve_allow_all(args.cert_dir, args.port, args.floor)
         return 0
     if shutil.which("wrk") is None:
         print("wrk not found: apt-get install wrk", file=sys.stderr)

@@ -16,6 +16,7 @@ def test_both_apps_answer_every_request_and_the_added_cost_is_reported() -> None
     figures = app_cost.measure(nodes=4, requests=5, rounds=1)  # raises on any denial
     assert set(figures) == {"/mutate", "/validate"}
     for endpoint in figures.values():
-        assert endpoint["draquota"] > 0 and endpoint["baseline"] > 0
+        assert endpoint["draquota"] > 0 and endpoint["baseline"] > 0 and endpoint["floor"] > 0
         assert endpoint["added"] == endpoint["draquota"] - endpoint["baseline"]
+        assert endpoint["decision"] == endpoint["draquota"] - endpoint["floor"]
     assert "/validate" in app_cost.report(figures)
