@@ -79,10 +79,12 @@ class ClusterView:
     """The cluster at one revision of every kind, frozen: reads only, safe from any thread.
 
     `source` names the store the view was taken from: derived caches key on it and on
-    revisions, so that views of one store share what was derived from them.
+    revisions, so that views of one store share what was derived from them. `generation`
+    counts the store's writes: two views of one source with the same generation have the
+    same revisions of every kind, so a caller that saw one need not read them again.
     """
 
-    __slots__ = ("_journal", "_objects", "_revisions", "source")
+    __slots__ = ("_journal", "_objects", "_revisions", "generation", "source")
 
     def __init__(
         self,
@@ -90,11 +92,13 @@ class ClusterView:
         revisions: Mapping[str, int],
         source: object = None,
         journal: Journal | None = None,
+        generation: int = 0,
     ) -> None:
         self._objects = objects
         self._revisions = revisions
         self.source = source if source is not None else object()
         self._journal = journal
+        self.generation = generation
 
     @classmethod
     def of(cls, objects: Iterable[Obj]) -> ClusterView:

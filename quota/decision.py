@@ -185,6 +185,8 @@ class Prepared:
     def busy_warning(self, flavors: Collection[str] | None) -> str:
         """The warning that the pod waits for devices to be released ("" when it need not):
         no node can host the claims now, or none of the chosen flavor's nodes can."""
+        if not self.busy_everywhere and not self.busy:
+            return ""
         text = f"{self.subject}: claims cannot be placed on the devices free right now"
         if self.busy_everywhere:
             return (

@@ -58,6 +58,7 @@ class ClusterState:
         # kind -> (revision, key) of recent changes; the revision each journal is complete from
         self._journal: dict[str, deque[tuple[int, Key]]] = {}
         self._journal_floor: dict[str, int] = {}
+        self._writes = 0
         self._view = self._published()
         for obj in objects:
             self.upsert(obj)
@@ -117,6 +118,12 @@ class ClusterState:
         """A value that changes whenever an object of one of these kinds changes."""
         return self._view.revision(*kinds)
 
+    @property
+    def generation(self) -> int:
+        """The generation of the view now (`ClusterView.generation`): read it before the
+        revisions it stands for, so that it never stands for more than was read."""
+        return self._view.generation
+
     def changed_since(self, kind: str, revision: int) -> set[Key] | None:
         """What `ClusterView.changed_since` says, up to now."""
         return self._view.changed_since(kind, revision)
@@ -127,7 +134,9 @@ class ClusterState:
 
     def _published(self) -> ClusterView:
         # Copies of two small dicts (one entry per kind): the view never changes after this.
-        return ClusterView(dict(self._objects), dict(self._revisions), self, self._between)
+        self._writes += 1
+        revisions = dict(self._revisions)
+        return ClusterView(dict(self._objects), revisions, self, self._between, self._writes)
 
     def _note(self, kind: str, key: Key) -> None:
         revision = self._revisions[kind] = self._revisions.get(kind, 0) + 1

@@ -146,6 +146,7 @@ class PodUsage:
         self._revisions: dict[str, int] = {}
         self._config_revision: tuple[int, ...] = ()
         self._synced: tuple[int, ...] = ()  # revision(*_SYNC_KINDS) the last sync caught up with
+        self._synced_generation = -1  # the generation of the view that sync read last
         self._reserved: dict[str, Charge] = {}  # uid -> charge of an admission whose pod is unseen
         self._departed: list[str] = []  # uids of recorded pods that stopped holding quota
         self.unrecorded: set[str] = set()  # keys of managed live pods without a record
@@ -227,10 +228,13 @@ class PodUsage:
 
     def sync(self) -> None:
         """Catch up with the view's changes and with terminating pods whose grace ran out."""
-        seen = self._state.revision(*_SYNC_KINDS)  # read first: later changes show next time
-        if seen != self._synced:
-            self._catch_up()
-            self._synced = seen
+        generation = self._state.generation  # read first: later changes show next time
+        if generation != self._synced_generation:
+            seen = self._state.revision(*_SYNC_KINDS)
+            if seen != self._synced:
+                self._catch_up()
+                self._synced = seen
+            self._synced_generation = generation
         self._release_due()
         self._forget_gone()
 
@@ -250,6 +254,8 @@ class PodUsage:
     def behind(self) -> int | None:
         """About how many pods and objects the next `sync` handles; None when it charges every
         pod again (queues or classes changed, or a relist). Reads the journal only."""
+        if self._state.generation == self._synced_generation:
+            return 0
         if self._state.revision(*_SYNC_KINDS) == self._synced:
             return 0
         if self._state.revision(*GLOBAL_KINDS) != self._config_revision:

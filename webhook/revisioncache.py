@@ -42,6 +42,9 @@ class RevisionCache(Generic[K, V]):
         self.weight = 0
         self._revision: tuple[int, ...] = ()
         self._entries: dict[K, V] = {}
+        # (source, generation) of the last view found current, and the entries then: a view
+        # of the same generation has the same revisions (one tuple, read and set at once).
+        self._seen: tuple[object, int, dict[K, V]] | None = None
 
     def lookup(self, key: K, view: ClusterView | None = None) -> tuple[V | None, dict[K, V]]:
         """The value kept for `key` at the revision of `view` (default: the store now),
@@ -75,7 +78,17 @@ class RevisionCache(Generic[K, V]):
     def values(self) -> Iterator[V]:
         return iter(list(self._entries.values()))
 
+    def _seen_entries(self, view: ClusterView | None) -> dict[K, V] | None:
+        """The entries found current for a view of this source and generation, if any."""
+        seen = self._seen
+        if view is None or seen is None or seen[0] is not view.source:
+            return None
+        return seen[2] if seen[1] == view.generation else None
+
     def _current(self, view: ClusterView | None = None) -> dict[K, V]:
+        seen = self._seen_entries(view)
+        if seen is not None:
+            return seen
         revision = (view if view is not None else self.state).revision(*self.kinds)
         if revision != self._revision and _older(revision, self._revision):
             # A decision that took its view just before a change: it misses, and keeps nothing
@@ -85,6 +98,8 @@ class RevisionCache(Generic[K, V]):
             self._entries = {}
             self.weight = 0
             self._revision = revision
+        if view is not None:
+            self._seen = (view.source, view.generation, self._entries)
         return self._entries
 
 

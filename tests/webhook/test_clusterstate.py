@@ -80,6 +80,25 @@ def test_a_snapshot_is_frozen_while_the_store_moves_on() -> None:
     assert view.source is now.source is state  # caches derived from views of one store
 
 
+def test_every_write_is_a_new_generation_and_one_generation_has_one_set_of_revisions() -> None:
+    state = ClusterState([_obj("Pod", "a", "ns")])
+    seen = {state.snapshot().generation: state.snapshot()._revisions}
+    writes = [
+        lambda: state.upsert(_obj("Pod", "b", "ns")),
+        lambda: state.upsert(_obj("Pod", "b", "ns")),  # the same object again: still a write
+        lambda: state.remove("Pod", "ns", "a"),
+        lambda: state.remove("Pod", "ns", "missing"),  # nothing removed: no new view
+        lambda: state.replace_kind("Node", [_obj("Node", "n1")]),
+    ]
+    for write in writes:
+        before = state.snapshot()
+        write()
+        after = state.snapshot()
+        assert (after.generation > before.generation) == (after is not before)
+        assert seen.setdefault(after.generation, after._revisions) == after._revisions
+    assert len(seen) == 5
+
+
 def test_changes_since_a_revision_are_those_up_to_the_view() -> None:
     state = ClusterState([_obj("ResourceClaim", "a", "ns")])
     start = state.revision("ResourceClaim")[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from quota.cluster import ClusterView
 from tests.webhook.builders import cluster_objects, cluster_state, node_objects
 from webhook.revisioncache import RevisionCache
 
@@ -47,3 +48,14 @@ def test_a_lookup_on_an_older_view_misses_and_keeps_what_is_kept() -> None:
     assert found is None
     cache.keep(entries, "a", 0)  # built from the older view: not kept
     assert cache.lookup("a")[0] == 1 and len(cache) == 1
+
+
+def test_a_view_of_another_source_is_never_taken_for_the_stores_by_its_generation() -> None:
+    state = cluster_state()
+    cache: RevisionCache[str, int] = RevisionCache(state, ("ResourceSlice",), size=8)
+    cache.keep(cache.lookup("a")[1], "a", 1)
+    now = state.snapshot()
+    newer = now.revision("ResourceSlice")[0] + 1
+    other = ClusterView({}, {"ResourceSlice": newer}, object(), None, now.generation)
+    assert cache.lookup("a", other)[0] is None  # its own revision read: a newer one
+    assert cache.lookup("a", now)[0] is None  # and what was kept is gone with the old revision
