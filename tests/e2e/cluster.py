@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,7 @@ __all__ = [
     "KUBECTL",
     "OVERLAY",
     "REPO",
+    "WEBHOOKS",
     "ControlPlane",
     "Draquota",
     "Replica",
@@ -56,6 +58,15 @@ OVERLAY_URL = "https://127.0.0.1:8443/"
 KUBECTL = os.environ.get("KUBECTL", "kubectl")
 NAMESPACE = "draquota-system"
 SERVICE_ACCOUNT = "draquota"
+
+
+# The API server's counters of admission calls that went wrong (not denials: those are
+# `error_type="no_error"`).
+_ADMISSION_ERROR = re.compile(
+    r"(?P<metric>apiserver_admission_match_condition_evaluation_errors_total"
+    r"|apiserver_admission_webhook_rejection_count)\{(?P<labels>[^}]*)\} (?P<value>\S+)$"
+)
+WEBHOOKS = ("mutate.draquota.io", "validate.draquota.io")
 
 
 def k8s_dir() -> Path:
@@ -154,8 +165,10 @@ class ControlPlane:
         check: bool = True,
         kubeconfig: Path | None = None,
         timeout: float = 60.0,
+        env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        """kubectl as the cluster admin (or as the user of `kubeconfig`)."""
+        """kubectl as the cluster admin (or as the user of `kubeconfig`); `env` is added to the
+        environment (KUBE_EDITOR for `kubectl edit`)."""
         result = subprocess.run(
             [KUBECTL, "--kubeconfig", str(kubeconfig or self.kubeconfig), *args],
             input=stdin,
@@ -163,6 +176,7 @@ class ControlPlane:
             text=True,
             timeout=timeout,
             check=False,
+            env={**os.environ, **env} if env else None,
         )
         if check and result.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)}: {result.stderr.strip()}")
@@ -199,6 +213,21 @@ class ControlPlane:
         revision = int(self.etcd("kv/range", {"key": "AA=="})["header"]["revision"])
         self.etcd("kv/compaction", {"revision": str(revision), "physical": True})
         return revision
+
+    def admission_errors(self, webhooks: Sequence[str]) -> Counter[str]:
+        """The API server's own count of admission calls to `webhooks` that went wrong: a
+        matchCondition that failed to evaluate, or a rejection for an error (the webhook
+        unreachable, timed out, or answering garbage) rather than the webhook's own denial.
+        Keys are the metric's label sets as Prometheus prints them."""
+        errors: Counter[str] = Counter()
+        for line in self.kubectl("get", "--raw", "/metrics").stdout.splitlines():
+            match = _ADMISSION_ERROR.match(line)
+            if not match or not any(f'name="{w}"' in match["labels"] for w in webhooks):
+                continue
+            if 'error_type="no_error"' in match["labels"]:
+                continue  # the webhook answered, and denied: that is its job
+            errors[f"{match['metric']}{{{match['labels']}}}"] += int(float(match["value"]))
+        return errors
 
     def token(self, service_account: str, namespace: str, hours: int = 12) -> str:
         return self.kubectl(
@@ -456,6 +485,8 @@ class Draquota:
     api_proxy: RoundRobinProxy  # between the replicas and the API server, to cut their watches
     replicas: list[Replica]
     manifests: str  # what was applied (the rendered overlay)
+    # admission errors the API server counted while a test broke draquota on purpose
+    excused: Counter[str] = field(default_factory=Counter)
 
     @property
     def url(self) -> str:
@@ -481,6 +512,20 @@ class Draquota:
         replica.start()
         replica.wait_ready(timeout)
         self.proxy.add(replica.port)
+
+    @contextlib.contextmanager
+    def disrupted(self) -> Iterator[None]:
+        """A test breaks the webhook on purpose (stops, hangs or kills replicas): the admission
+        errors the API server counts meanwhile are excused from the tier's final check."""
+        before = self.cluster.admission_errors(WEBHOOKS)
+        try:
+            yield
+        finally:
+            self.excused.update(self.cluster.admission_errors(WEBHOOKS) - before)
+
+    def unexcused_admission_errors(self) -> dict[str, int]:
+        """Admission errors the API server counted outside `disrupted()` windows."""
+        return dict(self.cluster.admission_errors(WEBHOOKS) - self.excused)
 
     def stop_serving(self) -> None:
         """The webhook is down: no replica runs and nothing listens on its address."""

@@ -53,6 +53,19 @@ def draquota_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Draqu
         pytest.skip(f"e2e tier skipped: {reason}")
     with running_cluster(tmp_path_factory.mktemp("e2e")) as installed:
         yield installed
+        _no_admission_errors(installed)
+
+
+def _no_admission_errors(installed: Draquota) -> None:
+    """Over the whole tier, the API server evaluated every matchCondition of draquota's webhooks
+    without an error, and never rejected a request because calling draquota failed, except
+    while a test broke draquota on purpose (`Draquota.disrupted`). A filter that errors on
+    a field the API server leaves out rejects ordinary traffic in every namespace."""
+    errors = installed.unexcused_admission_errors()
+    (installed.workdir / "admission-errors.txt").write_text(
+        "".join(f"{k} {v}\n" for k, v in sorted(errors.items())), encoding="utf-8"
+    )
+    assert not errors, f"the API server counted admission errors for draquota: {errors}"
 
 
 @pytest.fixture(scope="module", autouse=True)

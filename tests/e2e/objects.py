@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -168,6 +169,47 @@ class Scenario:
             for r in ledger.get("spec", {}).get("reservations") or []
             if r.get("clusterQueue") == self.name
         ]
+
+    def user(self, name: str, role: str = "admin", namespace: str | None = None) -> Path:
+        """A kubeconfig of ServiceAccount `name` of the scenario's namespace, bound to the
+        built-in ClusterRole `role` in `namespace` (the scenario's): a namespace user with
+        their own token."""
+        namespace = namespace or self.namespace
+        self.cluster.apply(
+            yaml.safe_dump({"apiVersion": "v1", "kind": "ServiceAccount",
+                            "metadata": {"name": name, "namespace": self.namespace}})
+        )  # fmt: skip
+        binding = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": f"{name}-{role}", "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": self.namespace}],
+        }  # fmt: skip
+        self.cluster.apply(yaml.safe_dump(binding))
+        path = self.installed.workdir / f"{self.namespace}-{name}.kubeconfig"
+        return self.cluster.token_kubeconfig(path, name, self.namespace)
+
+    def queueing(self, strategy: str = "BestEffortFIFO") -> Scenario:
+        """The scenario's ClusterQueue queues (`whenFull: Queue`) once every replica gates."""
+        patch = {"spec": {"whenFull": "Queue", "queueingStrategy": strategy}}
+        self.cluster.kubectl(
+            "patch", "clusterqueue", self.name, "--type", "merge", "-p", json.dumps(patch)
+        )
+        # the API server spreads server dry runs over the replicas: a few in a row that come
+        # back gated mean every replica has seen the change
+        for _ in range(3):
+            eventually(self._gated_on_dry_run, timeout=60)
+        return self
+
+    def _gated_on_dry_run(self) -> bool:
+        out = self.cluster.kubectl(
+            "create", "-n", self.namespace, "-f", "-", "--dry-run=server", "-o", "json",
+            stdin=yaml.safe_dump(gpu_pod("probe", 1)), check=False,
+        )  # fmt: skip
+        spec = json.loads(out.stdout)["spec"] if out.returncode == 0 else {}
+        return {"name": "draquota.io/admission"} in spec.get("schedulingGates", [])
 
     def events(self, reason: str) -> list[str]:
         out = self.cluster.kubectl(

@@ -71,7 +71,7 @@ def test_300_concurrent_creates_against_100_admit_exactly_100_with_a_replica_kil
             threading.Thread(target=lambda: (installed.restart(victim), restarted.set())).start()
         return _submit(api, burst.namespace, f"p{index}")
 
-    with ThreadPoolExecutor(WORKERS) as pool:
+    with installed.disrupted(), ThreadPoolExecutor(WORKERS) as pool:
         outcomes = dict(zip(range(PODS), pool.map(one, range(PODS)), strict=True))
     # A request in flight on the killed replica fails (failurePolicy Fail): the user retries.
     while failed := [i for i, o in outcomes.items() if o.startswith("failed")]:

@@ -41,11 +41,12 @@ RESTRICTED_POD = {
 @pytest.fixture(scope="module")
 def outage(draquota_cluster: Draquota) -> Iterator[Scenario]:
     s = scenario(draquota_cluster, "e2e-outage", Flavor("main", 8, {"e2e-outage-1": 16}))
-    draquota_cluster.stop_serving()
-    try:
-        yield s
-    finally:
-        _restore(draquota_cluster)
+    with draquota_cluster.disrupted():
+        draquota_cluster.stop_serving()
+        try:
+            yield s
+        finally:
+            _restore(draquota_cluster)
 
 
 def _restore(installed: Draquota) -> None:
