@@ -54,7 +54,8 @@ class PodWriter(Protocol):
     """Where the controller's answers go: the pods themselves, in a live cluster."""
 
     def admit(self, pod: Obj, node_selector: Mapping[str, str], message: str) -> bool:
-        """Add the nodeSelector and remove draquota's gate; False if the pod is gone or changed."""
+        """Show the pod's quota reserved, add the nodeSelector and remove draquota's gate; False if
+        that did not all land (the pod is gone or replaced, or a write failed)."""
         ...
 
     def start(self, job: Obj, node_selector: Mapping[str, str], message: str) -> bool:
@@ -62,8 +63,9 @@ class PodWriter(Protocol):
         gone or changed."""
         ...
 
-    def wait(self, obj: Obj, message: str) -> None:
-        """Show the user of a pod or Job why it waits."""
+    def wait(self, obj: Obj, message: str) -> bool:
+        """Show the user of a pod or Job why it waits; False if that did not land (the pod is
+        gone, admitted meanwhile, or the write failed), so that a later pass tries again."""
         ...
 
 
@@ -104,7 +106,7 @@ class QueueController:
         # of the rest are brought up to date over the next passes, not in one burst
         self.max_writes = 100
         self._writes = 0
-        self._shown: dict[str, str] = {}  # uid -> the waiting message last written
+        self._shown: dict[str, str] = {}  # uid -> the waiting message the API server shows
         self._cache = DerivedCache()  # what the core derives from backend.state, between passes
         self._gated = GatedPods(backend.state)
         self._passes = Periodic("queueing", interval, self._pass)
@@ -225,9 +227,9 @@ class QueueController:
         for pod in workload.pods:
             uid = pod_uid(pod)
             if self._shown.get(uid) != message and self._writes < self.max_writes:
-                self.writer.wait(pod, message)
-                self._shown[uid] = message
                 self._writes += 1
+                if self.writer.wait(pod, message):
+                    self._shown[uid] = message
 
 
 def _epoch(timestamp: str) -> float | None:

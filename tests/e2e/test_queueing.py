@@ -72,6 +72,24 @@ def _waiting(s: Scenario) -> dict[str, str]:
     return waiting
 
 
+def _quota_reserved(s: Scenario, name: str) -> str:
+    """The status of the pod's QuotaReserved condition ("" when it has none)."""
+    conditions = s.get("pod", name).get("status", {}).get("conditions", [])
+    return next((c["status"] for c in conditions if c["type"] == "QuotaReserved"), "")
+
+
+def _events(s: Scenario, name: str) -> dict[str, str]:
+    """The message of each Event on the pod, by reason, as `kubectl get events` shows them."""
+    out = s.cluster.kubectl(
+        "get", "events", "-n", s.namespace, "--field-selector", f"involvedObject.name={name}",
+        "-o", "json",
+    ).stdout  # fmt: skip
+    items = json.loads(out)["items"]
+    events = [e for e in items if e.get("source", {}).get("component") == "draquota"]
+    assert len({e["reason"] for e in events}) == len(events), events  # one per reason, updated
+    return {e["reason"]: e["message"] for e in events}
+
+
 def _delete(s: Scenario, name: str) -> None:
     s.cluster.kubectl(
         "delete", "pod", name, "-n", s.namespace, "--grace-period=0", "--force", "--wait=true"
@@ -99,6 +117,12 @@ def test_six_two_gpu_pods_at_once_two_run_four_wait_gated_holding_nothing(fifo: 
     waiting = eventually(settled, timeout=60)
     assert "waiting for quota: insufficient unused quota for gpus" in waiting["job-2"]
     assert "2 more needed" in waiting["job-2"]
+    assert [_quota_reserved(fifo, name) for name in ("job-0", "job-1")] == ["True", "True"]
+    assert all(_events(fifo, name).get("QuotaReserved", "").startswith(
+        f"admitted by ClusterQueue {fifo.name}") for name in ("job-0", "job-1"))  # fmt: skip
+    # why each one waits, in `kubectl describe pod` too: an Event with the condition's message
+    eventually(lambda: all(_events(fifo, name).get("Pending") == _waiting(fifo)[name]
+                           for name in waiting), timeout=30)  # fmt: skip
     assert all(p["spec"]["nodeSelector"] == {POOL_LABEL: "e2e-queue-q"} for p in fifo.pods()
                if p["metadata"]["name"] in ("job-0", "job-1"))  # fmt: skip
     eventually(lambda: fifo.usage("q") == [4.0] * 3, timeout=30)
@@ -123,6 +147,15 @@ def test_deleting_a_running_pod_starts_the_next_in_order(fifo: Scenario) -> None
     _delete(fifo, "job-0")
     eventually(lambda: _running(fifo) == ["job-1", "job-2"], timeout=60)
     assert sorted(_waiting(fifo)) == ["job-3", "job-4", "job-5"]
+    # every admitted pod says so, none still says it waits (its condition is written first)
+    assert [_quota_reserved(fifo, name) for name in ("job-1", "job-2")] == ["True", "True"]
+    events = _events(fifo, "job-2")
+    assert events["Pending"].startswith("waiting for quota: insufficient unused quota for gpus")
+    assert "2 more needed" in events["Pending"]
+    assert f"position 1 of 4 in ClusterQueue {fifo.name}" in events["Pending"]
+    assert events["QuotaReserved"].startswith(f"admitted by ClusterQueue {fifo.name} after waiting")
+    # job-3 moved up: the same Pending Event (one per reason) now has its new position
+    eventually(lambda: "position 1 of 3" in _events(fifo, "job-3")["Pending"], timeout=30)
     eventually(lambda: fifo.usage("q") == [4.0] * 3, timeout=30)
 
 
@@ -174,6 +207,11 @@ def test_killing_the_leader_hands_the_queue_over_without_double_admission(
 ) -> None:
     s = _queueing(scenario(draquota_cluster, "e2e-lease", Flavor("l", 2, {"e2e-lease-1": 8})))
     replica = eventually(lambda: _leader(draquota_cluster), timeout=30)
+    with draquota_cluster.disrupted():
+        _lose_the_leader(s, draquota_cluster, replica)
+
+
+def _lose_the_leader(s: Scenario, draquota_cluster: Draquota, replica: Replica) -> None:
     draquota_cluster.kill(replica)
     try:
         _create(s, gpu_pod("after-0", 1), gpu_pod("after-1", 1), gpu_pod("after-2", 1))

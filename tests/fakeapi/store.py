@@ -48,6 +48,7 @@ RESOURCES = (
     Resource("draquota.io", "resourceflavors", "ResourceFlavor", False),
     Resource("draquota.io", "quotaledgers", "QuotaLedger", False),
     Resource("coordination.k8s.io", "leases", "Lease", True),
+    Resource("", "events", "Event", True),
 )
 
 

@@ -32,7 +32,7 @@ ALLOWED = {
     ("", "pods"): READ | {"update"},  # the queueing controller ungates admitted pods
     ("", "pods/status"): {"update"},  # and shows why the others wait
     ("batch", "jobs"): READ | {"update"},  # queued Jobs: admitted whole, then unsuspended
-    ("", "events"): {"create"},  # why a queued Job waits
+    ("", "events"): {"get", "create", "update"},  # why a queued pod or Job waits
     ("scheduling.k8s.io", "priorityclasses"): READ,  # a queued Job's priority
     ("", "nodes"): READ,
     ("", "namespaces"): READ,

@@ -44,8 +44,9 @@ class ApiWriter:
         self.waiting.pop(current["metadata"]["name"], None)
         return bool(answer["allowed"])
 
-    def wait(self, obj: Obj, message: str) -> None:
+    def wait(self, obj: Obj, message: str) -> bool:
         self.waiting[obj["metadata"]["name"]] = message
+        return True
 
 
 def queueing_cluster(gpus: int = 4, strategy: str = "BestEffortFIFO", **spec: Any) -> Cluster:
