@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 import yaml
-from cel_expr_python import cel
 
 from tests.manifests.loader import NAMESPACE, ROOT, load_docs, only
 
@@ -164,112 +163,6 @@ def test_webhook_rules_cover_pods_and_pod_template_workloads(
         expected[("", "pods/resize")] = {"CREATE", "UPDATE"}
         expected[("resource.k8s.io", "resourceclaims")] = {"CREATE"}
     assert covered == expected
-
-
-def _condition(expression: str) -> Any:
-    env = cel.NewEnv(
-        variables={"request": cel.Type.DYN, "object": cel.Type.DYN, "oldObject": cel.Type.DYN}
-    )
-    return env.compile(expression)
-
-
-def _deployment(replicas: int, labels: dict[str, str], annotations: dict[str, str]) -> dict:
-    return {
-        "metadata": {"name": "web", "labels": labels, "annotations": annotations},
-        "spec": {"replicas": replicas, "template": {"spec": {"containers": [{"name": "c"}]}}},
-    }
-
-
-def _pod(labels: dict[str, str], annotations: dict[str, str], node: str = "") -> dict:
-    spec = {"containers": [{"name": "c"}]} | ({"nodeName": node} if node else {})
-    return {"metadata": {"name": "p", "labels": labels, "annotations": annotations}, "spec": spec}
-
-
-OLD = _deployment(1, {"app": "web"}, {})
-CHARGED = {"draquota.io/charge": '{"clusterQueue":"a"}'}
-OLD_POD = _pod({"draquota.io/queue-name": "q"}, CHARGED)
-BIGGER = {
-    **OLD_POD,
-    "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "64"}}}]},
-}
-MATCH_CASES = [
-    # (id, operation, object, oldObject, sent to the webhook)
-    ("pod-create-without-claims-or-label", "CREATE", {"metadata": {}, "spec": {}}, None, True),
-    (
-        "pod-binding-and-other-labels",
-        "UPDATE",
-        _pod({"draquota.io/queue-name": "q", "x": "y"}, CHARGED, "node-1"),
-        OLD_POD,
-        False,
-    ),
-    (
-        "pod-queue-label-change",
-        "UPDATE",
-        _pod({"draquota.io/queue-name": "r"}, CHARGED),
-        OLD_POD,
-        True,
-    ),
-    ("pod-queue-label-removed", "UPDATE", _pod({}, CHARGED), OLD_POD, True),
-    (
-        "pod-charge-annotation-rewritten",
-        "UPDATE",
-        _pod({"draquota.io/queue-name": "q"}, {"draquota.io/charge": "{}"}),
-        OLD_POD,
-        True,
-    ),
-    (
-        "pod-charge-annotation-removed",
-        "UPDATE",
-        _pod({"draquota.io/queue-name": "q"}, {}),
-        OLD_POD,
-        True,
-    ),
-    ("pod-resources-changed", "UPDATE", BIGGER, OLD_POD, True),
-    ("pod-resize", "UPDATE", {**BIGGER, "subResource": "resize"}, OLD_POD, True),
-    ("workload-create", "CREATE", OLD, None, True),
-    ("workload-spec-change", "UPDATE", _deployment(3, {"app": "web"}, {}), OLD, True),
-    (
-        "workload-queue-label-change",
-        "UPDATE",
-        _deployment(1, {"app": "web", "draquota.io/queue-name": "q"}, {}),
-        OLD,
-        True,
-    ),
-    ("workload-annotation-only", "UPDATE", _deployment(1, {"app": "web"}, {"a": "b"}), OLD, False),
-    (
-        "workload-finalizer-only",
-        "UPDATE",
-        {**OLD, "metadata": {**OLD["metadata"], "finalizers": ["x"]}},
-        OLD,
-        False,
-    ),
-]
-
-
-@pytest.mark.parametrize("kind, hook", _webhooks(), ids=lambda v: v if isinstance(v, str) else "")
-@pytest.mark.parametrize(
-    "operation, obj, old, sent", [c[1:] for c in MATCH_CASES], ids=[c[0] for c in MATCH_CASES]
-)
-def test_match_conditions_skip_only_updates_draquota_cannot_affect(
-    kind: str, hook: dict[str, Any], operation: str, obj: dict, old: dict | None, sent: bool
-) -> None:
-    resource = "deployments" if "template" in obj["spec"] else "pods"
-    sub_resource = obj.get("subResource", "")
-    if kind == "MutatingWebhookConfiguration" and resource == "pods" and operation == "UPDATE":
-        return  # its rules never send pod updates (test_webhook_rules_cover_pods_and_...)
-    request = {
-        "operation": operation,
-        "resource": {"resource": resource},
-        "subResource": sub_resource,
-        "userInfo": {"username": "system:serviceaccount:x:y"},
-    }
-    results = [
-        _condition(c["expression"])
-        .eval(data={"request": request, "object": obj, "oldObject": old})
-        .value()
-        for c in hook["matchConditions"]
-    ]
-    assert all(results) is sent
 
 
 @pytest.mark.parametrize("kind, hook", _webhooks(), ids=lambda v: v if isinstance(v, str) else "")
