@@ -1,12 +1,14 @@
 """Prometheus metrics of one app instance, in its own CollectorRegistry.
 
-Hot-path metrics (latency, decisions) are updated per request; usage, cache sync
-state and relists are read from the backend and ledger only when scraped.
+Hot-path metrics (latency, decisions) are updated per request; usage, quota, lending,
+cache sync state and relists are read from the backend and ledger only when scraped,
+from one queue table and one read of the usage per scrape.
 
 Label values never come from users: a queue is labelled only when its LocalQueue
 exists in the cluster's configuration (else `unknown`), the resource only when it is
 one draquota decides (else `other`), so the number of series is bounded by the
-configuration, whatever names requests carry.
+configuration, whatever names requests carry. Usage, quota and lending are labelled with
+the names of ClusterQueues, their flavors and resources: configuration an admin writes.
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 
+from quota.charge import FlavorResource
 from quota.derived import DerivedCache
-from quota.queuetable import queue_table
+from quota.lending import Lending, lending
+from quota.queues import ClusterQueue, ResourceQuota
+from quota.queuetable import QueueTable, queue_table
 from quota.settings import Settings
 from quota.waiting import waiting_in
 from webhook.gatedpods import GatedPods
@@ -35,6 +40,7 @@ __all__ = [
     "UNKNOWN_QUEUE",
     "Metrics",
     "queue_label",
+    "quota_families",
     "reason_label",
     "resource_label",
 ]
@@ -102,7 +108,8 @@ USAGE_WAIT_SECONDS = 0.5
 
 
 class _StateCollector:
-    """Usage per queue/flavor/resource, cache sync state and relists, computed at scrape time.
+    """Usage, quota and lending per queue/flavor/resource, waiting workloads, cache sync state
+    and relists, computed at scrape time from one queue table and one read of the usage.
 
     Usage is read under the ledger's lock, which a slow admission may hold: a scrape
     waits for it at most USAGE_WAIT_SECONDS, then shows the last usage read (and
@@ -154,18 +161,12 @@ class _StateCollector:
         for source, count in sorted((counts() if counts else {}).items()):
             relists.add_metric([source], float(count))
         yield relists
-        usage = GaugeMetricFamily(
-            "draquota_queue_usage",
-            "quota in use (live pods + reservations) per ClusterQueue, flavor and resource",
-            labels=["cluster_queue", "flavor", "resource"],
-        )
+        table = queue_table(self._backend.state, self._settings, cache=self._cache)
         current, fresh = self._usage()
+        usage: dict[str, dict[FlavorResource, int]] | None = None
         if current is not None:
-            for queue in self._backend.state.list("ClusterQueue"):
-                name = (queue.get("metadata") or {}).get("name") or ""
-                for key, amount in sorted(current.of(name).items()):
-                    usage.add_metric([name, key.flavor, key.resource], float(amount))
-        yield usage
+            usage = {name: current.of(name) for name in sorted({*table.queues, *table.invalid})}
+        yield _usage_family(usage or {})
         stale = GaugeMetricFamily(
             "draquota_queue_usage_stale",
             "1 when the ledger was busy at scrape time and usage shows the last value read",
@@ -180,21 +181,101 @@ class _StateCollector:
         unrecorded_pods: Callable[[], int] | None = getattr(self._ledger, "unrecorded_pods", None)
         unrecorded.add_metric([], float(unrecorded_pods()) if unrecorded_pods else 0.0)
         yield unrecorded
-        yield self._waiting()
+        yield from quota_families(table, usage)
+        yield self._waiting(table)
 
-    def _waiting(self) -> Metric:
+    def _waiting(self, table: QueueTable) -> Metric:
         pending = GaugeMetricFamily(
             "draquota_pending_workloads",
             "pods and pod groups waiting, gated, in a ClusterQueue with whenFull: Queue",
             labels=["cluster_queue"],
         )
-        table = queue_table(self._backend.state, self._settings, cache=self._cache)
         with self._gated_lock:
             gated = self._gated.pods()
         waiting = waiting_in(self._backend.state, table, time.time(), gated)
         for name in sorted(n for n, queue in table.queues.items() if queue.queues):
             pending.add_metric([name], float(len(waiting.get(name, ()))))
         return pending
+
+
+_QUOTA_LABELS = ["cluster_queue", "flavor", "resource"]
+_UNITS = "(quota units: devices, cpu millicores, memory bytes)"
+
+
+def _usage_family(usage: Mapping[str, Mapping[FlavorResource, int]]) -> Metric:
+    family = GaugeMetricFamily(
+        "draquota_queue_usage",
+        "quota in use (live pods + reservations) per ClusterQueue, flavor and resource",
+        labels=_QUOTA_LABELS,
+    )
+    for name, amounts in usage.items():
+        for key, amount in sorted(amounts.items()):
+            family.add_metric([name, key.flavor, key.resource], float(amount))
+    return family
+
+
+# draquota_cluster_queue_<key>: what each gauge of `quota_families` holds
+_QUOTA_HELP = {
+    "nominal_quota": "nominal quota per ClusterQueue, flavor and resource",
+    "borrowing_limit": "borrowingLimit, where set: the most a ClusterQueue may borrow",
+    "lending_limit": "lendingLimit, where set: the most of its nominal quota a queue lends",
+    "lent": "quota of a cohort member in use by other members of its cohort",
+    "borrowed": "quota a cohort member uses beyond its nominal quota",
+}
+
+
+def quota_families(
+    table: QueueTable, usage: Mapping[str, Mapping[FlavorResource, int]] | None
+) -> list[Metric]:
+    """Quota of every parsed ClusterQueue per flavor and resource, as Kueue's
+    `kueue_cluster_queue_nominal_quota` family, and what cohort members lent and borrowed.
+
+    Nominal quota for every flavor-resource a queue lists, a limit only where it is set;
+    lent and borrowed (`quota.lending`, the attribution users read) only for cohort
+    members, and only once usage was read (`usage` None: nothing to attribute). Names are
+    the configuration's, so the series are bounded by it.
+    """
+    families = {
+        key: GaugeMetricFamily(
+            f"draquota_cluster_queue_{key}", f"{text} {_UNITS}", labels=_QUOTA_LABELS
+        )
+        for key, text in _QUOTA_HELP.items()
+    }
+    for name, queue in sorted(table.queues.items()):
+        for key, quota in _quotas(queue):
+            row = [name, key.flavor, key.resource]
+            limits = {
+                "nominal_quota": quota.nominal,
+                "borrowing_limit": quota.borrowing_limit,
+                "lending_limit": quota.lending_limit,
+            }
+            for family, value in limits.items():
+                if value is not None:
+                    families[family].add_metric(row, float(value))
+        if queue.cohort is None or usage is None:
+            continue
+        for key, share in _shares(table, queue, usage):
+            row = [name, key.flavor, key.resource]
+            families["lent"].add_metric(row, float(share.lent))
+            families["borrowed"].add_metric(row, float(share.borrowed))
+    return list(families.values())
+
+
+def _quotas(queue: ClusterQueue) -> Iterator[tuple[FlavorResource, ResourceQuota]]:
+    for group in queue.groups:
+        for flavor in group.flavors:
+            for resource, quota in sorted(flavor.resources.items()):
+                yield FlavorResource(flavor.name, resource), quota
+
+
+def _shares(
+    table: QueueTable, queue: ClusterQueue, usage: Mapping[str, Mapping[FlavorResource, int]]
+) -> Iterator[tuple[FlavorResource, Lending]]:
+    """The queue's lending of what it lists or uses (pods may hold a flavor-resource an
+    admin has since removed from the queue: that is borrowed, as `quota.lending` says)."""
+    keys = {key for key, _ in _quotas(queue)} | set(usage.get(queue.name, {}))
+    for key in sorted(keys):
+        yield key, lending(table, queue, key, lambda name: usage.get(name, {}))
 
 
 class Metrics:
@@ -252,7 +333,8 @@ class Metrics:
         child.observe(seconds)
 
     def watch(self, backend: Any, ledger: Any, settings: Settings | None = None) -> None:
-        """Export usage, cache state and waiting workloads of this backend and ledger."""
+        """Export usage, quota, lending, cache state and waiting workloads of this backend and
+        ledger."""
         self.registry.register(_StateCollector(backend, ledger, settings or Settings()))
 
     def observe_wait(self, cluster_queue: str, seconds: float) -> None:
