@@ -237,6 +237,11 @@ def _job(name: str, gpus: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _counts(status: dict[str, Any]) -> tuple[int, int]:
+    """(admitted, pending) of a LocalQueue's status."""
+    return status.get("admittedWorkloads", 0), status.get("pendingWorkloads", 0)
+
+
 def _jobs(s: Scenario) -> dict[str, bool]:
     """Each Job of the scenario: True when it runs (unsuspended)."""
     out = s.cluster.kubectl("get", "jobs", "-n", s.namespace, "-o", "json").stdout
@@ -261,8 +266,7 @@ def test_six_two_gpu_jobs_two_run_four_wait_suspended_and_the_next_starts_in_ord
     assert all(p["spec"]["nodeSelector"] == {POOL_LABEL: "e2e-qjobs-j"} for p in s.pods())
     eventually(lambda: s.usage("j") == [4.0] * 3, timeout=30)
     assert len(s.reservations()) == 2  # one record per running Job, none for its pods
-    eventually(lambda: s.get("localqueue", "default")["status"] == {
-        "admittedWorkloads": 2, "pendingWorkloads": 4}, timeout=30)  # fmt: skip
+    eventually(lambda: _counts(s.get("localqueue", "default")["status"]) == (2, 4), timeout=30)
     s.cluster.kubectl("delete", "job", "job-0", "-n", s.namespace, "--cascade=background")
     # no kubelet ends its pod: deleted at once, it holds nothing (its Job-tracking finalizer
     # may keep the object a while)

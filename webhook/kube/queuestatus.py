@@ -1,10 +1,14 @@
-"""Writes each ClusterQueue's status: the `Active` condition, usage per flavor, and the
-workloads waiting in a queue with `whenFull: Queue`.
+"""Writes the status of every ClusterQueue and LocalQueue (`quota.status` computes it).
 
-Every replica runs it; they compute the same status from the same caches, so
-after one write the others find nothing to change. A write races other writers
-through the resourceVersion precondition; a lost race is simply retried on the
-next pass.
+A ClusterQueue's: the `Active` condition, usage per flavor, the admitted and pending
+counts. A LocalQueue's: the same counts and usage for its own workloads, and its
+ClusterQueue's quota, usage and cohort lending, which its namespace's users may read.
+
+Every replica runs it; they compute the same status from the same caches, so after one
+write the others find nothing to change. A write races other writers through the
+resourceVersion precondition; a lost race is simply retried on the next pass. A status is
+written only when it differs, and at most once per pass (`interval`): a queue whose usage
+changes all the time is written once per interval, not once per change.
 """
 
 from __future__ import annotations
@@ -16,10 +20,13 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from certs.periodic import Periodic
+from quota.charge import FlavorResource
+from quota.cluster import ClusterView
 from quota.derived import DerivedCache
+from quota.holdings import holdings
 from quota.queuetable import QueueTable, queue_table
 from quota.settings import Settings
-from quota.status import cluster_queue_status, local_queue_status
+from quota.status import cluster_queue_status, cluster_queue_summary, local_queue_status
 from quota.usage import Usage
 from quota.waiting import Waiting, waiting_in
 from webhook.clusterstate import ClusterState
@@ -44,12 +51,34 @@ class _Ledger(Protocol):
     def usage(self) -> Usage: ...
 
 
+class _Pass:
+    """What one pass reads, each worked out once: a ClusterQueue's usage and summary are asked
+    for by each of its LocalQueues and by every member of its cohort."""
+
+    def __init__(self, table: QueueTable, usage: Usage, now: str) -> None:
+        self.table, self.usage, self.now = table, usage, now
+        self.held = holdings(usage)
+        self._usage: dict[str, Mapping[FlavorResource, int]] = {}
+        self._summaries: dict[str, dict[str, Any]] = {}
+
+    def usage_of(self, name: str) -> Mapping[FlavorResource, int]:
+        if name not in self._usage:
+            self._usage[name] = self.usage.of(name)
+        return self._usage[name]
+
+    def summary(self, name: str) -> dict[str, Any]:
+        if name not in self._summaries:
+            self._summaries[name] = cluster_queue_summary(self.table, name, self.usage_of)
+        return self._summaries[name]
+
+
 def _rfc3339(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class QueueStatusWriter:
-    """Keeps `status` of every ClusterQueue current; start()/stop() with the backend."""
+    """Keeps `status` of every ClusterQueue and LocalQueue current; start()/stop() with the
+    backend."""
 
     def __init__(
         self,
@@ -73,57 +102,57 @@ class QueueStatusWriter:
         self._writer.stop()
 
     def sync(self) -> int:
-        """One pass over every cached ClusterQueue; how many statuses were written."""
+        """One pass over every cached ClusterQueue and LocalQueue; how many statuses were
+        written."""
         state = self.backend.state.snapshot()
-        table = queue_table(state, self.settings, cache=self._cache)
-        usage = self.ledger.usage()
         seconds = self.clock()
-        now = _rfc3339(seconds)
+        table = queue_table(state, self.settings, cache=self._cache)
+        pass_ = _Pass(table, self.ledger.usage(), _rfc3339(seconds))
         waiting = waiting_in(state, table, seconds, self._gated.pods())
         written = 0
         for queue in state.list("ClusterQueue"):
             name = str((queue.get("metadata") or {}).get("name"))
-            current = queue.get("status") if isinstance(queue.get("status"), Mapping) else None
-            parsed = table.queues.get(name)
-            pending = len(waiting.get(name, ())) if parsed is not None and parsed.queues else None
-            count = getattr(usage, "holder_count", None)
-            admitted = count(name) if count is not None else None
             wanted = cluster_queue_status(
-                table, name, usage.of(name), current, now, pending, admitted
-            )
-            if current is not None and _same(current, wanted):
-                continue
-            written += self._write(queue, CLUSTER_QUEUE, None, name, wanted)
-        return written + self._sync_local_queues(table, usage, waiting)
+                pass_.table, name, pass_.usage_of(name), _status(queue), pass_.now,
+                pending=len(waiting.get(name, ())),
+                admitted=pass_.held.cluster_queues.get(name, 0),
+            )  # fmt: skip
+            written += self._write_changed(queue, CLUSTER_QUEUE, None, name, wanted)
+        return written + self._sync_local_queues(state, pass_, waiting)
 
     def _sync_local_queues(
-        self, table: QueueTable, usage: Usage, waiting: Mapping[str, list[Waiting]]
+        self, state: ClusterView, pass_: _Pass, waiting: Mapping[str, list[Waiting]]
     ) -> int:
-        """The admitted and pending counts of every LocalQueue."""
-        count = getattr(usage, "local_holder_count", None)
-        if count is None:
-            return 0
         pending: dict[str, int] = {}
         for workloads in waiting.values():
             for workload in workloads:
                 pending[workload.local_queue] = pending.get(workload.local_queue, 0) + 1
         written = 0
-        for local in self.backend.state.list("LocalQueue"):
+        for local in state.list("LocalQueue"):
             metadata = local.get("metadata") or {}
             namespace, name = str(metadata.get("namespace")), str(metadata.get("name"))
-            parsed = table.local_queues.get(f"{namespace}/{name}")
+            parsed = pass_.table.local_queues.get(f"{namespace}/{name}")
             if parsed is None or isinstance(parsed, str):
                 continue
-            queue = table.queues.get(parsed.cluster_queue)
-            queued = queue is not None and queue.queues
             wanted = local_queue_status(
-                count(parsed.key), pending.get(parsed.key, 0) if queued else None
-            )
-            current = local.get("status") if isinstance(local.get("status"), Mapping) else None
-            if current is not None and _same(current, wanted):
-                continue
-            written += self._write(local, LOCAL_QUEUE, namespace, name, wanted)
+                pass_.table, parsed, pass_.held, pending.get(parsed.key, 0),
+                pass_.summary(parsed.cluster_queue), _status(local), pass_.now,
+            )  # fmt: skip
+            written += self._write_changed(local, LOCAL_QUEUE, namespace, name, wanted)
         return written
+
+    def _write_changed(
+        self,
+        obj: Mapping[str, Any],
+        kind: ResourceType,
+        namespace: str | None,
+        name: str,
+        wanted: Mapping[str, Any],
+    ) -> int:
+        current = _status(obj)
+        if current is not None and _same(current, wanted):
+            return 0
+        return self._write(obj, kind, namespace, name, wanted)
 
     def _write(
         self,
@@ -142,6 +171,11 @@ class QueueStatusWriter:
             log.info("%s status not written: %s: %s", kind.kind, name, exc)
             return 0
         return 1
+
+
+def _status(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    status = obj.get("status")
+    return status if isinstance(status, Mapping) else None
 
 
 def _same(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:

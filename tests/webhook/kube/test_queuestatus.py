@@ -1,6 +1,9 @@
-"""ClusterQueue status on the fake API: the Active condition and usage, written once."""
+"""Queue status on the fake API: what a ClusterQueue and its LocalQueue report, written only
+when it changes."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
@@ -42,12 +45,27 @@ def test_queue_status_reports_active_and_usage_and_is_not_rewritten(
             "Ready",
         )
         assert status["flavorsUsage"] == [
-            {"name": "default", "resources": [{"name": "gpu", "total": 1}]}
+            {"name": "default", "resources": [{"name": "gpu", "total": "1"}]}
         ]
-        assert status["admittedWorkloads"] == 1
-        assert "pendingWorkloads" not in status  # the queue rejects when full
+        assert status["usageSummary"] == "default gpu=1/2"
+        assert (status["admittedWorkloads"], status["pendingWorkloads"]) == (1, 0)
         (local,) = api.objects("LocalQueue")
-        assert local["status"] == {"admittedWorkloads": 1}
+        assert local["status"]["admittedWorkloads"] == 1
+        assert local["status"]["pendingWorkloads"] == 0
+        assert local["status"]["conditions"][0]["status"] == "True"
+        assert local["status"]["flavorsUsage"] == status["flavorsUsage"]
+        assert local["status"]["clusterQueue"] == {
+            "name": QUEUE,
+            "flavors": [
+                {
+                    "name": "default",
+                    "resources": [
+                        {"name": "gpu", "nominal": "2", "inUse": "1", "borrowed": "0",
+                         "lent": "0", "lendable": "0"}
+                    ],
+                }
+            ],
+        }  # fmt: skip
         # once the informer has the written status, there is nothing left to write
         eventually(lambda: _cached_status(instance.backend.state, QUEUE).get("conditions"))
         eventually(lambda: all(q.get("status") for q in instance.backend.state.list("LocalQueue")))
@@ -63,3 +81,37 @@ def test_queue_status_reports_active_and_usage_and_is_not_rewritten(
 def _cached_status(state: ClusterState, name: str) -> dict:
     queue = state.get("ClusterQueue", None, name) or {}
     return dict(queue.get("status") or {})
+
+
+def test_local_queue_status_follows_admissions_and_is_written_once_per_change(
+    api: FakeApiServer, client: KubeClient
+) -> None:
+    instance = make(api, client, Clock(), nominal=2)
+    try:
+        writer = QueueStatusWriter(
+            client, instance.backend, instance.ledger, instance.ledger.settings
+        )
+        assert writer.sync() == 2
+        _settled(instance)
+        assert writer.sync() == 0
+        for i in range(2):
+            pod = gpu_pod(f"p{i}")
+            decision = instance.ledger.admit(
+                f"uid-{i}", instance.evaluator(pod), False, f"team-a/p{i}"
+            )
+            assert decision.allowed
+        assert writer.sync() == 2  # both admissions in one write per queue
+        (local,) = api.objects("LocalQueue")
+        assert local["status"]["admittedWorkloads"] == 2
+        assert local["status"]["clusterQueue"]["flavors"][0]["resources"][0]["inUse"] == "2"
+        _settled(instance, admitted=2)
+        assert writer.sync() == 0
+    finally:
+        instance.backend.stop()
+
+
+def _settled(instance: Any, admitted: int = 0) -> None:
+    """The informer has the written statuses back."""
+    eventually(lambda: all((q.get("status") or {}).get("admittedWorkloads") == admitted
+                           for kind in ("ClusterQueue", "LocalQueue")
+                           for q in instance.backend.state.list(kind)))  # fmt: skip
