@@ -12,6 +12,10 @@ For a queue `q` and a flavor-resource `fr` (Kueue `pkg/cache/resource_node.go`):
 - the most `q` could ever hold (`potential`) is `guaranteed + cohort quota`, capped at
   `nominal + borrowingLimit`; without a cohort it is `nominal`.
 
+A reason a flavor does not fit gives the numbers, and within a cohort what the queue lent
+to whom and borrowed from whom (`quota.lending`): `2 more needed (requested 2, in use 2 of
+nominal 4; 2 lent to ClusterQueue ml; cohort lab can lend 0)`.
+
 Flavors are tried in the order of the resource group and every resource of a
 group gets the same flavor (Kueue `flavorassigner`). With `whenCanBorrow: Borrow`
 the first flavor that fits is taken even if it borrows; with `TryNextFlavor` a
@@ -26,7 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from quota.charge import FlavorResource
-from quota.messages import format_amount
+from quota.lending import Lending, lending
+from quota.messages import borrowed_text, format_amount, lent_text
 from quota.quantity import sat_add, sat_mul
 from quota.queues import TRY_NEXT_FLAVOR, ClusterQueue, ResourceGroup
 from quota.queuetable import QueueTable
@@ -165,12 +170,28 @@ def _amount(demand: _Demand, key: FlavorResource) -> tuple[int, int]:
     return per_pod, shared
 
 
+def _usage_text(view: QuotaView, share: Lending, value: int, fmt: Callable[[int], str]) -> str:
+    """`requested 2, in use 2 of nominal 4; 2 lent to ClusterQueue ml; cohort lab can lend 0`:
+    what is asked, what the queue uses, what it borrowed and from whom, what others use of its
+    quota, and what its cohort could still add."""
+    held = f"requested {fmt(value)}, in use {fmt(view.used)} of nominal {fmt(view.nominal)}"
+    parts = [
+        ", ".join(p for p in (held, borrowed_text(share.borrowed, share.borrowed_from, fmt)) if p)
+    ]
+    if lent := lent_text(share.lent_to, fmt):
+        parts.append(lent)
+    if view.cohort is not None:
+        parts.append(f"cohort {view.cohort} can lend {fmt(view.cohort_can_lend)}")
+    return "; ".join(parts)
+
+
 def _check(
     key: FlavorResource,
     view: QuotaView,
     demand: _Demand,
     amounts: tuple[int, int],
     capacity_only: bool,
+    lending_of: Callable[[FlavorResource], Lending],
 ) -> tuple[bool, str | None]:
     per_pod, shared = amounts
     value = sat_add(per_pod, shared)
@@ -195,10 +216,10 @@ def _check(
             f"insufficient quota for {where}, request > maximum capacity "
             f"({fmt(value)} > {fmt(view.potential)}) ({_capacity_text(view)})"
         )
-    lend = f", cohort {view.cohort} can lend {fmt(view.cohort_can_lend)}" if view.cohort else ""
+    share = lending_of(key) if view.cohort is not None else Lending()
     return False, (
         f"insufficient unused quota for {where}, {fmt(value - view.available)} more needed "
-        f"(requested {fmt(value)}, in use {fmt(view.used)} of nominal {fmt(view.nominal)}{lend})"
+        f"({_usage_text(view, share, value, fmt)})"
     )
 
 
@@ -210,6 +231,7 @@ def _assign_group(
     fungibility: str,
     flavor_filter: FlavorFilter,
     capacity_only: bool,
+    lending_of: Callable[[FlavorResource], Lending],
 ) -> tuple[str | None, bool, list[str]]:
     reasons: list[str] = []
     fallback: tuple[str, bool] | None = None
@@ -225,7 +247,7 @@ def _assign_group(
             key = FlavorResource(flavor.name, resource)
             view = view_of(key)
             amounts = _amount(demand, key)
-            ok, reason = _check(key, view, demand, amounts, capacity_only)
+            ok, reason = _check(key, view, demand, amounts, capacity_only, lending_of)
             if reason:
                 reasons.append(reason)
             fits = fits and ok
@@ -289,6 +311,9 @@ def assign_flavors(
             views[key] = quota_view(table, queue, key, cached_usage)
         return views[key]
 
+    def lending_of(key: FlavorResource) -> Lending:  # for a denial's message only
+        return lending(table, queue, key, cached_usage)
+
     wanted = {r for r, v in per_pod.items() if v} | {
         r for amounts in shared.values() for r, v in amounts.items() if v
     }
@@ -301,7 +326,14 @@ def assign_flavors(
         if not requested:
             continue
         chosen, borrows, group_reasons = _assign_group(
-            group, requested, view_of, demand, queue.when_can_borrow, flavor_filter, capacity_only
+            group,
+            requested,
+            view_of,
+            demand,
+            queue.when_can_borrow,
+            flavor_filter,
+            capacity_only,
+            lending_of,
         )
         if chosen is None:
             failed = True

@@ -4,7 +4,11 @@ A workload is routed to its queues (`quota.routing`), its demand translated into
 queue's quota resources (`quota.charging`) and every flavor judged (`quota.flavorfilter`)
 by `prepare`; `conclude` then does the flavor and cohort arithmetic against live usage.
 Workloads (Job, Deployment, ...) are checked against the most the queue could ever hold,
-for one pod and for the pods a Job runs at once.
+for one pod and for the pods a Job runs at once. A Job created into a ClusterQueue that
+rejects (`whenFull: Reject`) is also checked against usage (`decide_job_now`): its pods
+would be denied one by one as the Job controller creates them. Deployments, CronJobs and
+the other templates are not: their pods come later, in numbers that change (scaling, a
+rollout's surge, a schedule), and a replica controller retries until quota frees up.
 
 `decide` never raises for bad input: a malformed object is an INVALID decision, a
 missing object a DENIED decision naming it. It is pure and deterministic.
@@ -12,20 +16,23 @@ missing object a DENIED decision naming it. It is pure and deterministic.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
-from quota.assignment import Assignment, PreferringFilter, assign_flavors
-from quota.charge import Charge, times
-from quota.charging import Charged, charge_of, charged_in, exceeds, first_flavors, node_labels
+from quota.assignment import Assignment, assign_flavors
+from quota.charge import times
+from quota.charging import charge_of, charged_in, exceeds, first_flavors, node_labels
 from quota.cluster import ClusterView, ViewSource
-from quota.demand import PodDemand, pod_demand
+from quota.demand import pod_demand
 from quota.derived import DerivedCache
 from quota.errors import DraquotaError
 from quota.flavorfilter import Placer, make_flavor_filter, placer_on
-from quota.queuetable import QueueTable, queue_table
-from quota.routing import Route, route_of, subject_of
+from quota.hints import class_hint, foreign_label_warning
+from quota.prepared import Prepared
+from quota.quantity import sat_add
+from quota.queuetable import queue_table
+from quota.routing import route_of, subject_of
 from quota.settings import Settings
 from quota.usage import Usage
 from quota.verdict import Decision, Verdict, deny, refusal
@@ -34,8 +41,10 @@ from quota.workloads import Workload, as_workload
 __all__ = [
     "Prepared",
     "conclude",
+    "conclude_group",
     "conclude_job",
     "decide",
+    "decide_job_now",
     "prepare",
 ]
 
@@ -50,23 +59,27 @@ def _prepare(
 ) -> Prepared | Decision:
     table = queue_table(state, settings, cache=cache)
     route = route_of(workload, state, table)
+    label_warning = foreign_label_warning((workload.pod.get("metadata") or {}).get("labels"))
+    warnings: list[str] = [label_warning] if label_warning else []
     if route is None:
-        return Decision(Verdict.ADMITTED, "NotManaged", "no LocalQueue: not managed by draquota")
+        message = "no LocalQueue: not managed by draquota"
+        return Decision(Verdict.ADMITTED, "NotManaged", message, tuple(warnings))
     if isinstance(route, Decision):
         return route
     subject, name = subject_of(workload), route.local.name
     where = f'ClusterQueue "{route.queue.name}" (LocalQueue {route.local.key})'
     demand = pod_demand(workload, state, cache=cache)
     charged = charged_in(demand, route.queue, table)
-    warnings: list[str] = []
     busy_everywhere = ""  # why no node of the cluster can host the claims right now
     if charged.unmapped:
-        listed = ", ".join(charged.unmapped)
         noun = "device class" if len(charged.unmapped) == 1 else "device classes"
-        text = f"{noun} {listed} not mapped to any resource of {where}"
+        text = f"{noun} {', '.join(charged.unmapped)} not mapped to any resource of {where}"
+        existing = [c for c in charged.unmapped if state.get("DeviceClass", None, c) is not None]
+        mapped = table.class_resources.get(route.queue.name, {})
+        hint = class_hint(charged.unmapped, mapped, existing)
         if settings.unmapped_device_class != "Ignore":
-            return deny("UnmappedDeviceClass", f"{subject}: {text}", queue=name)
-        warnings.append(f"{text}: not charged")
+            return deny("UnmappedDeviceClass", f"{subject}: {text}{hint}", queue=name)
+        warnings.append(f"{text}: not charged{hint}")
     if placer is not None and settings.placement != "Off" and demand.claims:
         placement = placer(demand.claims, None)
         if getattr(placement, "invalid", False):
@@ -111,95 +124,6 @@ def _prepare(
         busy_everywhere,
         operation,
     )
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """Everything a decision needs that does not depend on usage: the queue, the demand,
-    and how every flavor of the queue answers for the pod (node affinity, placement).
-
-    `prepare` builds it outside the ledger's lock; `conclude` is the quota arithmetic
-    against usage, done under it (again after a conflict)."""
-
-    workload: Workload
-    table: QueueTable
-    route: Route
-    demand: PodDemand
-    charged: Charged
-    warnings: tuple[str, ...]
-    answers: Mapping[str, str | None]  # flavor -> why it cannot take the pod (None: it can)
-    notes: Mapping[str, tuple[str, ...]]  # flavor -> warnings that count if it is tried
-    busy: Mapping[str, str]  # flavors whose nodes can host the claims only later, and why
-    busy_everywhere: str  # why no node at all can host them right now ("" when some can)
-    operation: str = "CREATE"
-    # (flavors) -> (charge, nodeSelector): shared by every copy `of` makes, so the pods of a
-    # workload hold one Charge object (and its annotation text) per flavor assignment.
-    _charges: dict[tuple[tuple[str, str], ...], tuple[Charge, dict[str, str]]] = field(
-        default_factory=dict, compare=False, repr=False
-    )
-
-    @property
-    def subject(self) -> str:
-        return subject_of(self.workload)
-
-    def of(self, workload: Workload) -> Prepared:
-        """The same preparation for another workload that asks for the same (its messages name
-        `workload`); built field by field, since dataclasses.replace costs more than the rest."""
-        return Prepared(
-            workload,
-            self.table,
-            self.route,
-            self.demand,
-            self.charged,
-            self.warnings,
-            self.answers,
-            self.notes,
-            self.busy,
-            self.busy_everywhere,
-            self.operation,
-            self._charges,
-        )
-
-    def charged_to(self, flavors: Mapping[str, str]) -> tuple[Charge, dict[str, str]]:
-        """The pod's charge in `flavors` and the nodeSelector that pins it there."""
-        key = tuple(flavors.items())
-        found = self._charges.get(key)
-        if found is None:
-            charge = charge_of(self.route, self.demand, self.charged, flavors, "")
-            found = self._charges[key] = (charge, node_labels(self.table, flavors))
-        return found
-
-    @property
-    def where(self) -> str:
-        return f'ClusterQueue "{self.route.queue.name}" (LocalQueue {self.route.local.key})'
-
-    def flavor_filter(self, warnings: list[str]) -> PreferringFilter:
-        """The flavor answers, adding a tried flavor's notes to `warnings`."""
-
-        def check(flavor: str) -> str | None:
-            warnings.extend(self.notes.get(flavor, ()))
-            return self.answers.get(flavor, f"flavor {flavor} not found")
-
-        return PreferringFilter(check, lambda flavor: flavor not in self.busy)
-
-    def busy_warning(self, flavors: Collection[str] | None) -> str:
-        """The warning that the pod waits for devices to be released ("" when it need not):
-        no node can host the claims now, or none of the chosen flavor's nodes can."""
-        if not self.busy_everywhere and not self.busy:
-            return ""
-        text = f"{self.subject}: claims cannot be placed on the devices free right now"
-        if self.busy_everywhere:
-            return (
-                f"{text}, the pod waits until allocated devices are released: "
-                f"{self.busy_everywhere}"
-            )
-        for flavor in sorted(flavors or ()):
-            if flavor in self.busy:
-                return (
-                    f"{text} of flavor {flavor}, the pod waits until allocated devices are "
-                    f"released: {self.busy[flavor]}"
-                )
-        return ""
 
 
 def _decide_workload(c: Prepared, queued: bool = False) -> Decision:
@@ -321,12 +245,87 @@ def conclude(prepared: Prepared | Decision, usage: Usage, enqueue: bool = True) 
     admits it later, with `enqueue` False."""
     if isinstance(prepared, Decision):
         return prepared
-    queued = enqueue and prepared.route.queue.queues and prepared.operation == "CREATE"
-    if prepared.workload.kind != "Pod":
-        return _decide_workload(prepared, queued=queued and prepared.workload.kind == "Job")
+    created = prepared.operation == "CREATE"
+    queued = enqueue and prepared.route.queue.queues and created
+    kind = prepared.workload.kind
+    if kind == "Job" and created and not queued and not prepared.workload.suspended:
+        return decide_job_now(prepared, usage)
+    if kind != "Pod":
+        return _decide_workload(prepared, queued=queued and kind == "Job")
     if queued:
         return _decide_workload(prepared, queued=True)
     return _decide_pod(prepared, usage)
+
+
+def decide_job_now(prepared: Prepared | Decision, usage: Usage) -> Decision:
+    """A Job that starts at once (in a ClusterQueue with `whenFull: Reject`, not suspended):
+    admitted only if the pods it runs at once (min(parallelism, completions)) fit `usage` now,
+    in one flavor assignment, as each of them would be checked when the Job controller creates
+    it. Else it is denied with the quota message its pods would get, instead of being accepted
+    and failing to create pods for as long as the queue stays full. Nothing is charged: its
+    pods are, as they are created. A Job that could never fit is denied as `conclude` denies
+    any workload (with the arithmetic `3 pods x 2 = 6 > maximum capacity 4`)."""
+    if isinstance(prepared, Decision):
+        return prepared
+    ever = _decide_workload(prepared)
+    if not ever.allowed:
+        return ever
+    c, pods = prepared, max(1, prepared.workload.pods)
+    warnings = list(ever.warnings)
+    assignment = _against_usage(c, usage, warnings, pods)
+    if not assignment.ok:
+        return _quota_exceeded(c, assignment)
+    if assignment.borrowing:
+        warnings.append(f"{c.subject} borrows quota from cohort {c.route.queue.cohort}")
+    return Decision(
+        Verdict.ADMITTED,
+        "Admitted",
+        f"{c.subject} ({pods} pods) fits {c.where} now",
+        tuple(sorted(set(warnings))),
+        local_queue_name=c.route.local.name,
+    )
+
+
+def conclude_group(pods: Sequence[Prepared], usage: Usage, subject: str) -> Decision:
+    """The pods of a pod group as one demand against `usage`: their per-pod amounts summed,
+    each shared claim once, in flavors every pod accepts. It says why a group waits in the
+    group's numbers (`requested 3` for three one-GPU pods, where a pod's own check says 1).
+    Admitted means the group fits as a whole; it carries no charge (each pod's record is
+    its own). `pods` are prepared in the same ClusterQueue; at least one."""
+    first = pods[0]
+    per_pod: dict[str, int] = {}
+    shared: dict[str, Mapping[str, int]] = {}
+    asked: dict[str, set[str]] = {}
+    for pod in pods:
+        for resource, value in pod.charged.per_pod.items():
+            per_pod[resource] = sat_add(per_pod.get(resource, 0), value)
+        shared.update(pod.charged.shared)
+        for resource, names in pod.charged.asked.items():
+            asked.setdefault(resource, set()).update(names)
+
+    def excluded(flavor: str) -> str | None:
+        return next((why for pod in pods if (why := _answer(pod, flavor))), None)
+
+    queue = first.route.queue
+    assignment = assign_flavors(
+        first.table,
+        queue,
+        usage.of,
+        per_pod,
+        shared,
+        held=frozenset(usage.shared_claims(queue.name)),
+        flavor_filter=excluded,
+        asked=asked,
+    )
+    if not assignment.ok:
+        message = exceeds(subject, first.route, assignment)
+        denial = deny("QuotaExceeded", message, queue=first.route.local.name)
+        return replace(denial, shortfall="; ".join(assignment.reasons))
+    return Decision(Verdict.ADMITTED, "Admitted", f"{subject} fits {first.where}")
+
+
+def _answer(prepared: Prepared, flavor: str) -> str | None:
+    return prepared.answers.get(flavor, f"flavor {flavor} not found")
 
 
 def conclude_job(prepared: Prepared | Decision, usage: Usage) -> Decision:

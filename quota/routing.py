@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from quota.charge import QUEUE_LABEL
 from quota.cluster import ClusterView, Obj
+from quota.hints import queue_hint
 from quota.queues import ClusterQueue, LocalQueue
 from quota.queuetable import QueueTable
 from quota.selectors import requirement_matches
@@ -89,9 +90,10 @@ def route_of(workload: Workload, state: ClusterView, table: QueueTable) -> Route
     if local is None:
         if not label:
             return None
+        hint = queue_hint(namespace, name, table.local_queues)
         return deny(
             "LocalQueueNotFound",
-            f"{subject}: LocalQueue {namespace}/{name} not found (label {QUEUE_LABEL})",
+            f"{subject}: LocalQueue {namespace}/{name} not found (label {QUEUE_LABEL}){hint}",
             queue=name,
         )
     if isinstance(local, str):

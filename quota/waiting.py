@@ -31,12 +31,16 @@ __all__ = [
     "ADMISSION_GATE",
     "GROUP_LABEL",
     "GROUP_TOTAL_ANNOTATION",
+    "Wait",
     "Waiting",
     "admit_in_order",
     "is_gated",
+    "local_queue_key",
+    "waiting_among",
     "waiting_in",
     "waiting_jobs",
     "waiting_workloads",
+    "waits_in_order",
 ]
 
 GROUP_LABEL = "draquota.io/pod-group-name"
@@ -87,12 +91,21 @@ def _group(pod: Obj) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _queues(pod: Obj, table: QueueTable) -> tuple[str, ClusterQueue] | None:
-    """The LocalQueue (`ns/name`) and the queueing ClusterQueue of a pod, if it has them."""
-    metadata = _mapping(pod.get("metadata"))
-    label = _mapping(metadata.get("labels")).get(QUEUE_LABEL)
+def local_queue_key(obj: Obj) -> str:
+    """The LocalQueue (`ns/name`) a pod names, or a Job's pods name (its labels under its pod
+    template's): its queue label, else `default` of its namespace."""
+    metadata = _mapping(obj.get("metadata"))
+    labels = _mapping(metadata.get("labels"))
+    if obj.get("kind") == "Job":
+        labels = _labels_of(obj, _mapping(_mapping(obj.get("spec")).get("template")))
+    label = labels.get(QUEUE_LABEL)
     name = label if isinstance(label, str) and label else DEFAULT_LOCAL_QUEUE
-    local = table.local_queues.get(f"{metadata.get('namespace') or 'default'}/{name}")
+    return f"{metadata.get('namespace') or 'default'}/{name}"
+
+
+def _queues(pod: Obj, table: QueueTable) -> tuple[str, ClusterQueue] | None:
+    """The LocalQueue (`ns/name`) and the queueing ClusterQueue of a pod or Job, if it has them."""
+    local = table.local_queues.get(local_queue_key(pod))
     if local is None or isinstance(local, str):
         return None
     queue = table.queues.get(local.cluster_queue)
@@ -189,8 +202,7 @@ def waiting_jobs(
             continue
         template = _mapping(spec.get("template"))
         metadata = _mapping(job.get("metadata"))
-        labels = _labels_of(job, template)
-        queues = _queues({"metadata": {**metadata, "labels": labels}}, table)
+        queues = _queues(job, table)
         if queues is None:
             continue
         local, queue = queues
@@ -240,12 +252,78 @@ def waiting_in(
     if not any(queue.queues for queue in table.queues.values()):
         return {}
     pods = state.list("Pod") if gated is None else gated
+    return waiting_among(pods, state.list("Job"), table, state.list("PriorityClass"), now)
+
+
+def waiting_among(
+    pods: Iterable[Obj],
+    jobs: Iterable[Obj],
+    table: QueueTable,
+    priority_classes: Iterable[Obj],
+    now: float,
+) -> dict[str, list[Waiting]]:
+    """The workloads the gated live pods and suspended live Jobs among `pods` and `jobs` make,
+    per queueing ClusterQueue, in queue order."""
     gated = (p for p in pods if is_gated(p) and is_live_pod(p, now))
     waiting = waiting_workloads(gated, table)
-    jobs = (j for j in state.list("Job") if is_live_job(j))
-    classes = state.list("PriorityClass")
-    for name, suspended in waiting_jobs(jobs, table, classes).items():
+    live = (j for j in jobs if is_live_job(j))
+    for name, suspended in waiting_jobs(live, table, priority_classes).items():
         waiting[name] = sorted([*waiting.get(name, ()), *suspended], key=Waiting.order)
+    return waiting
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Why a workload is left waiting after a pass, and where it stands: `position` among the
+    complete workloads left waiting in its ClusterQueue, in the order they start in (0 for one
+    that is passed over: a group whose pods do not all exist yet, or one that cannot start)."""
+
+    why: str
+    cluster_queue: str
+    position: int = 0
+    of: int = 0
+
+    @property
+    def message(self) -> str:
+        """What the pod's condition and Event say."""
+        if not self.position:
+            return self.why
+        where = f"position {self.position} of {self.of} in ClusterQueue {self.cluster_queue}"
+        return f"{self.why}; {where}"
+
+
+def waits_in_order(
+    queue: ClusterQueue,
+    workloads: Sequence[Waiting],
+    admit: Callable[[Waiting], str],
+) -> dict[str, Wait]:
+    """Try the workloads of `queue` in order; `admit` admits one and answers "" or why it
+    must wait. Why each workload left waiting waits, by key.
+
+    A group whose pods do not all exist yet is passed over without blocking anyone, as
+    in Kueue, where such a group is not a workload yet.
+    """
+    waiting: dict[str, Wait] = {}
+    queued: list[tuple[str, str]] = []  # (key, why) of complete workloads left waiting
+    head = ""
+    for workload in workloads:
+        if workload.problem:
+            why = f"{workload.subject} cannot start: {workload.problem}"
+            waiting[workload.key] = Wait(why, queue.name)
+        elif not workload.complete:
+            why = (
+                f"waiting for the pods of {workload.subject}: {len(workload.pods)} of "
+                f"{workload.total} exist"
+            )
+            waiting[workload.key] = Wait(why, queue.name)
+        elif head:
+            queued.append((workload.key, f"waiting behind {head} (StrictFIFO)"))
+        elif why := admit(workload):
+            queued.append((workload.key, f"waiting for quota: {why}"))
+            if queue.queueing_strategy == STRICT_FIFO:
+                head = workload.subject
+    for position, (key, why) in enumerate(queued, 1):
+        waiting[key] = Wait(why, queue.name, position, len(queued))
     return waiting
 
 
@@ -254,29 +332,5 @@ def admit_in_order(
     workloads: Sequence[Waiting],
     admit: Callable[[Waiting], str],
 ) -> dict[str, str]:
-    """Try the workloads of `queue` in order; `admit` admits one and answers "" or why it
-    must wait. The message each workload left waiting should show, by key.
-
-    A group whose pods do not all exist yet is passed over without blocking anyone, as
-    in Kueue, where such a group is not a workload yet.
-    """
-    waiting: dict[str, str] = {}
-    queued: list[tuple[str, str]] = []  # (key, why) of complete workloads left waiting
-    head = ""
-    for workload in workloads:
-        if workload.problem:
-            waiting[workload.key] = f"{workload.subject} cannot start: {workload.problem}"
-        elif not workload.complete:
-            waiting[workload.key] = (
-                f"waiting for the pods of {workload.subject}: {len(workload.pods)} of "
-                f"{workload.total} exist"
-            )
-        elif head:
-            queued.append((workload.key, f"waiting behind {head} (StrictFIFO)"))
-        elif why := admit(workload):
-            queued.append((workload.key, f"waiting for quota: {why}"))
-            if queue.queueing_strategy == STRICT_FIFO:
-                head = workload.subject
-    for position, (key, why) in enumerate(queued, 1):
-        waiting[key] = f"{why}; position {position} of {len(queued)} in ClusterQueue {queue.name}"
-    return waiting
+    """`waits_in_order`, as the message each workload left waiting should show, by key."""
+    return {key: wait.message for key, wait in waits_in_order(queue, workloads, admit).items()}

@@ -45,6 +45,7 @@ class Workload:
     pod: Mapping[str, Any]
     pods: int = 1
     template_path: str = ""
+    suspended: bool = False  # a Job created with `spec.suspend: true`: no pod runs yet
 
 
 def _job_pods(reader: FieldReader, job_spec: Mapping[str, Any], path: str) -> int:
@@ -92,9 +93,10 @@ def as_workload(obj: Obj) -> Workload:
         "metadata": {**template_meta, "name": name, "namespace": namespace, "labels": labels},
         "spec": template["spec"],
     }
-    pods = 1
+    pods, suspended = 1, False
     if kind == "Job":
-        pods = _job_pods(reader, reader.mapping(obj.get("spec"), "spec"), "spec")
+        job_spec = reader.mapping(obj.get("spec"), "spec")
+        pods, suspended = _job_pods(reader, job_spec, "spec"), job_spec.get("suspend") is True
     elif kind == "CronJob":
         job_spec = reader.mapping(
             reader.mapping(obj.get("spec"), "spec").get("jobTemplate"), "spec.jobTemplate"
@@ -104,4 +106,4 @@ def as_workload(obj: Obj) -> Workload:
             reader.mapping(job_spec.get("spec"), "spec.jobTemplate.spec"),
             "spec.jobTemplate.spec",
         )
-    return Workload(ref, kind, namespace, name, pod, pods, path)
+    return Workload(ref, kind, namespace, name, pod, pods, path, suspended)

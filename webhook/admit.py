@@ -5,15 +5,15 @@ name of a generateName pod) before it calls the validating webhook, and no user 
 choose it. /mutate only stamps (the queue label, the charge annotation for people to
 read, the flavor's nodeSelector); /validate decides again on the object it is given,
 checks the stamp is there, and records the charge. Resizes, and claims re-created
-under a name an admitted pod references, are checked like admissions. Synchronous:
-the app runs it off the event loop.
+under a name an admitted pod references, are checked like admissions (`webhook.recheck`).
+A pod or Job that /validate lets into a queueing ClusterQueue to wait is told where it will
+stand, in a warning (`webhook.submitwait`). Synchronous: the app runs it off the event loop.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -25,16 +25,15 @@ from quota.decision import Prepared, conclude, prepare
 from quota.derived import DerivedCache
 from quota.errors import DraquotaError
 from quota.flavorfilter import Placer
-from quota.livepods import is_live_pod, job_owner, pod_key, pod_uid
+from quota.livepods import job_owner, pod_key, pod_uid
 from quota.queuetable import queue_table
-from quota.recharge import recheck_pod
 from quota.settings import Settings
 from quota.usage import Usage
 from quota.verdict import Decision, Verdict
 from quota.waiting import ADMISSION_GATE
 from quota.workloads import WORKLOAD_KINDS, as_workload
 from webhook.admission import AdmissionRequest, Outcome, outcome_of
-from webhook.backend import Backend, Ledger, valid_reservation_id
+from webhook.backend import Backend, Ledger
 from webhook.mutation import (
     covered_pod_patch,
     pod_patch,
@@ -43,7 +42,9 @@ from webhook.mutation import (
     workload_patch,
 )
 from webhook.preparedcache import PreparedCache
+from webhook.recheck import Recheck
 from webhook.stamp import Stamp, off_flavor_nodes, queue_label_and_charge, stamp_mismatch, stamp_of
+from webhook.submitwait import SubmitWait
 from webhook.updates import grown, resources_of, resumed, suspended, ungated
 
 __all__ = ["JOB_CONTROLLERS", "Admission"]
@@ -97,17 +98,19 @@ class Admission:
         self.cache = DerivedCache()  # what the core derives from backend.state, between requests
         self.prepared = PreparedCache(backend.state)  # shared by pods that ask for the same
         self.stamps: dict[str, Stamp] = {}  # charge annotations read, by their text
+        self.rechecks = Recheck(backend, ledger, settings, self.cache)
+        self.waits = SubmitWait(ledger, lambda obj, view: self._prepare(obj, "CREATE", view))
 
     def review(self, req: AdmissionRequest, mutating: bool) -> tuple[Outcome, Decision | None]:
         """The answer to a request, and the decision behind it (None when none was needed)."""
         if req.operation in ("DELETE", "CONNECT"):
             return Outcome(True), None
         if req.kind == "Pod" and req.sub_resource == "resize" and not mutating:
-            return self._recheck(req, req.object, self.backend.state.snapshot())
+            return self.rechecks.pod(req, req.object, self.backend.state.snapshot())
         if req.sub_resource:
             return Outcome(True), None
         if req.kind == "ResourceClaim" and req.operation == "CREATE" and not mutating:
-            return self._claim_created(req)
+            return self.rechecks.claim_created(req)
         if req.kind not in WORKLOAD_KINDS or req.object is None:
             return Outcome(True), None
         if req.kind == "Pod" and req.operation == "UPDATE":
@@ -140,8 +143,21 @@ class Admission:
                     "Jobs and starts them): the Job did not pass draquota's mutating webhook; "
                     "submit it again",
                 ), decision
+            decision = self._placed(req, obj, decision)
             return outcome_of(decision), decision
         return self._admit_pod(req, obj)
+
+    def _placed(
+        self, req: AdmissionRequest, obj: Mapping[str, Any], decision: Decision
+    ) -> Decision:
+        """A workload created to wait in its queue, with where it will stand as a warning."""
+        if not decision.queued or req.operation != "CREATE":
+            return decision
+        view = self.backend.state.snapshot()
+        prepared = self._prepare(obj, "CREATE", view)
+        if isinstance(prepared, Decision) or not (wait := self.waits.warning(obj, prepared, view)):
+            return decision
+        return dataclasses.replace(decision, warnings=(*decision.warnings, wait))
 
     def _covering_job(self, pod: Mapping[str, Any]) -> Charge | None:
         """The record of the Job, admitted as a whole, that controls this pod (None: none)."""
@@ -223,6 +239,7 @@ class Admission:
             )
 
         decision = self._decide(pod, req, uid, req.dry_run, key, check=checked)
+        decision = self._placed(req, pod, decision)
         return outcome_of(decision), decision
 
     def _decide(
@@ -308,7 +325,7 @@ class Admission:
                 "one of a Job its ClusterQueue admitted as a whole",
             ), None
         if not mutating and resources_of(req.object) != resources_of(req.old_object):
-            outcome, _ = self._recheck(req, req.object, self.backend.state.snapshot())
+            outcome, _ = self.rechecks.pod(req, req.object, self.backend.state.snapshot())
             return outcome, None
         return Outcome(True), None
 
@@ -338,53 +355,6 @@ class Admission:
         """The node labels of the flavors a recorded charge names."""
         table = queue_table(self.backend.state.snapshot(), self.settings, cache=self.cache)
         return node_selector_of(table, charge)
-
-    def _recheck(
-        self, req: AdmissionRequest, pod: Mapping[str, Any] | None, state: ClusterView
-    ) -> tuple[Outcome, Decision | None]:
-        """An existing pod that may cost more now: checked and recorded like an admission."""
-        if not isinstance(pod, Mapping):
-            return Outcome(True), None
-        ready, why = self.backend.ready()
-        if not ready:
-            return _deny(403, "NotReady", f"draquota cannot decide now: {why}"), None
-        uid = pod_uid(pod)
-        if not valid_reservation_id(uid):
-            return _deny(400, "InvalidObject", f"{req.ref}: metadata.uid: required"), None
-        recorded = self.ledger.record(uid)
-
-        def evaluate(usage: Usage) -> Decision:
-            return recheck_pod(pod, state, usage, self.settings, recorded, cache=self.cache)
-
-        decision = self.ledger.admit(uid, evaluate, req.dry_run, pod_key(pod), existing=True)
-        return outcome_of(decision), decision
-
-    def _claim_created(self, req: AdmissionRequest) -> tuple[Outcome, Decision | None]:
-        """A ResourceClaim created under a name live admitted pods reference: each such pod is
-        re-checked as if it held the new claim."""
-        claim = req.object
-        metadata = claim.get("metadata") if isinstance(claim, Mapping) else None
-        name = (metadata or {}).get("name") or req.name
-        namespace = (metadata or {}).get("namespace") or req.namespace or "default"
-        if not isinstance(claim, Mapping) or not isinstance(name, str) or not name:
-            return Outcome(True), None
-        now = time.time()
-        users = [
-            pod
-            for pod in self.ledger.users("ResourceClaim", namespace, name)
-            if is_live_pod(pod, now)
-        ]
-        if not users:
-            return Outcome(True), None
-        created = {**claim, "kind": "ResourceClaim"}
-        created["metadata"] = {**(metadata or {}), "name": name, "namespace": namespace}
-        state = self.backend.state.snapshot().with_object(created)
-        decision: Decision | None = None
-        for pod in users:
-            outcome, decision = self._recheck(req, pod, state)
-            if not outcome.allowed:
-                return outcome, decision
-        return Outcome(True), decision
 
 
 def _on_flavor_nodes(

@@ -32,7 +32,7 @@ from typing import Protocol
 from certs.periodic import Periodic
 from quota.charging import node_selector_of
 from quota.cluster import Obj
-from quota.decision import Prepared, conclude, conclude_job, prepare
+from quota.decision import Prepared, conclude, conclude_group, conclude_job, prepare
 from quota.derived import DerivedCache
 from quota.flavorfilter import Placer
 from quota.livepods import pod_key, pod_uid
@@ -169,7 +169,7 @@ class QueueController:
             if not decision.allowed or decision.charge is None:
                 if recorded:
                     self.ledger.release([pod_uid(p) for p, _ in recorded])
-                return decision.shortfall or decision.message
+                return self._group_shortfall(workload) or decision.shortfall or decision.message
             recorded.append((pod, decision))
         message = f"admitted by ClusterQueue {workload.cluster_queue}"
         ungated = [p for p, d in recorded if self.writer.admit(p, d.node_selector, message)]
@@ -180,6 +180,25 @@ class QueueController:
             log.info("admitted %s to ClusterQueue %s", workload.subject, workload.cluster_queue)
             self._observe(workload)
         return ""
+
+    def _group_shortfall(self, workload: Waiting) -> str:
+        """What a pod group lacks as a whole ("" for a single pod, or when that is not what
+        stops it): `requested 3` for three one-GPU pods, not the one pod that did not fit."""
+        if len(workload.pods) < 2:
+            return ""
+        prepared = [self._prepare(pod) for pod in workload.pods]
+        pods = [p for p in prepared if isinstance(p, Prepared)]
+        if len(pods) < len(prepared):
+            return ""
+        group = self.ledger.admit(
+            pod_uid(workload.pods[0]),
+            lambda usage: conclude_group(pods, usage, workload.subject),
+            True,
+            pod_key(workload.pods[0]),
+            existing=True,
+            cluster_queue=workload.cluster_queue,
+        )
+        return group.shortfall
 
     def _admit_job(self, workload: Waiting, done: QueuePass) -> str:
         """Record the Job's pods running at once as one charge, then unsuspend it."""

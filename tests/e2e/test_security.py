@@ -182,24 +182,28 @@ def test_11_a_jobs_queue_label_reaches_its_pods(draquota_cluster: Draquota) -> N
     time.sleep(2)
     template = gpu_pod("unused", 1)
     template["spec"]["restartPolicy"] = "Never"
-    for job in ("a", "b"):
-        body = {
+
+    def job(name: str) -> dict[str, Any]:
+        return {
             "apiVersion": "batch/v1",
             "kind": "Job",
-            "metadata": {"name": job, "labels": {QUEUE_LABEL: "lq"}},
+            "metadata": {"name": name, "labels": {QUEUE_LABEL: "lq"}},
             "spec": {
                 "parallelism": 2,
                 "completions": 2,
                 "template": {"metadata": {}, "spec": template["spec"]},
             },
         }
-        assert _create(s, body)[0]
+
+    assert _create(s, job("a"))[0]
     eventually(lambda: len(s.pods()) >= 2, timeout=60)
-    time.sleep(5)  # the Job controller keeps retrying the pods that do not fit
+    # the queue is full: a second Job is denied at create, as its pods would be
+    created, why = _create(s, job("b"))
+    assert not created and "insufficient unused quota for gpus" in why, why
     pods = s.pods()
     assert len(pods) == 2
     assert all(p["metadata"]["labels"][QUEUE_LABEL] == "lq" for p in pods)
-    assert s.usage("main") == [2.0] * len(s.installed.replicas)
+    eventually(lambda: s.usage("main") == [2.0] * len(s.installed.replicas), timeout=30)
 
 
 def test_07_creating_a_name_that_exists_reserves_nothing(two_gpus: Scenario) -> None:

@@ -150,7 +150,7 @@ def submission_object(sub: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict
         return obj, extra
     template = {"metadata": {"labels": metadata.pop("labels", {})}, "spec": pod_spec}
     spec: dict[str, Any] = {"template": template}
-    for key in ("parallelism", "completions", "replicas"):
+    for key in ("parallelism", "completions", "replicas", "suspend"):
         if key in sub:
             spec[key] = sub[key]
     api = "batch/v1" if kind == "Job" else "apps/v1"

@@ -208,7 +208,20 @@ def test_a_pod_group_that_does_not_fit_together_starts_no_pod_and_holds_nothing(
     assert running(cluster) == []
     assert cluster.ledger.records() == {}
     assert used(cluster) == 0
-    assert "waiting for quota: " in writer.waiting["trio-2"]
+    # the group's numbers, not those of the one pod that did not fit
+    assert "request > maximum capacity (3 > 2) (nominal 2)" in writer.waiting["trio-2"]
+
+
+def test_a_pod_group_waits_for_the_quota_of_all_its_pods() -> None:
+    cluster = queueing_cluster(gpus=4)
+    submit(cluster, gpus("single", 2), *group("trio", 3, 3))
+    queue, writer = controller(cluster)
+    queue.run_once()
+    assert running(cluster) == ["single"]
+    assert writer.waiting["trio-0"].startswith(
+        "waiting for quota: insufficient unused quota for gpu (DeviceClass gpu.example.com) in "
+        f"flavor {FLAVOR}, 1 more needed (requested 3, in use 2 of nominal 4); position 1 of 1"
+    )
 
 
 def test_a_queued_admission_borrows_from_the_cohort() -> None:
