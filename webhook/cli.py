@@ -24,7 +24,8 @@ COMMANDS = {
     "check": "what-if: decide pods and workloads against the quotas",
     "count": "devices per DeviceClass of claims, templates, pods and workloads",
     "allocate": "place claims on nodes with the DRA allocator",
-    "status": "quota and usage per ClusterQueue, flavor and resource; exit 2 if a queue is invalid",
+    "status": "quota and usage of the queues, what holds and waits; exit 2 if a queue is invalid",
+    "dashboard": "a read-only page of queues, quota, lending and waiting workloads",
     "certs": "generate, rotate and inject the webhook's certificates",
     "completion": "print a shell completion script (bash or zsh)",
 }

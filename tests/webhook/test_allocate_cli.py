@@ -11,6 +11,8 @@ import yaml
 
 from webhook.cli import main
 
+pytestmark = pytest.mark.usefixtures("no_machine_kubeconfig")
+
 GPU = "gpu.example.com"
 
 

@@ -10,6 +10,8 @@ import yaml
 
 from webhook.cli import main
 
+pytestmark = pytest.mark.usefixtures("no_machine_kubeconfig")
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "manifests" / "examples"
 WORKLOADS = sorted((EXAMPLES / "workloads").glob("*.yaml"))
@@ -48,7 +50,8 @@ def test_example_workloads_decided_in_order(capsys: pytest.CaptureFixture[str]) 
     assert by_name["train-2"]["message"].endswith(
         "insufficient unused quota for gpus (DeviceClass gpu.example.com) in flavor on-demand, "
         "5 more needed "
-        "(requested 6, in use 6 of nominal 4, cohort research can lend 1)"
+        "(requested 6, in use 6 of nominal 4, 2 borrowed from ClusterQueue team-b; "
+        "cohort research can lend 1)"
     )
     assert by_name["infer-0"]["charge"]["flavors"]["gpus"] == "spot"
     assert by_name["infer-0"]["nodeSelector"] == {"cloud.example.com/capacity": "spot"}
@@ -87,10 +90,11 @@ def test_a_queueing_queue_beside_a_rejecting_one(capsys: pytest.CaptureFixture[s
     items = _check_json(capsys, str(EXAMPLES / "queueing"), "--state", str(STATE))
     assert [(i["name"], i["allowed"], i["reason"], i["waits"]) for i in items] == QUEUEING
     by_name = {item["name"]: item for item in items}
+    # the queueing controller's own message, as it would write it on the pod
     assert by_name["queue-3"]["message"].endswith("2 more needed (requested 2, in use 4 of "
-                                                  "nominal 4); position 1 of 3")  # fmt: skip
+        "nominal 4); position 1 of 3 in ClusterQueue batch-queue")  # fmt: skip
     assert by_name["queue-job"]["message"].endswith("4 more needed (requested 4, in use 4 of "
-                                                    "nominal 4); position 3 of 3")  # fmt: skip
+        "nominal 4); position 3 of 3 in ClusterQueue batch-queue")  # fmt: skip
     assert by_name["queue-5"]["message"].endswith("request > maximum capacity (6 > 4) (nominal 4)")
 
 
@@ -183,5 +187,102 @@ def test_quota_only_state_decides_by_quota_with_lending_limits(
     assert items[7]["message"] == (
         'pod ns-b/b7 exceeds quota of ClusterQueue "b" (LocalQueue ns-b/default): '
         "insufficient unused quota for gpus (DeviceClass gpu) in flavor default, 1 more needed "
-        "(requested 1, in use 7 of nominal 5, cohort c can lend 0)"
+        "(requested 1, in use 7 of nominal 5, 2 borrowed from ClusterQueue a; cohort c can lend 0)"
     )
+
+
+# -- what the queueing controller would do with a pod created now ------------------------
+
+# Recorded from the real control plane by tests/webhook/kube/record_user_view.py: in cohort
+# lab, research (4 GPUs, lendingLimit 2, whenFull Queue) runs 2 pods and has lent 2 GPUs to
+# ml (2 GPUs, whenFull Reject), which runs 4; waiting in research, in this order: pod eval-0,
+# pod group pair (2 pods), Job sweep.
+LAB = Path(__file__).parent / "fixtures" / "user-view" / "admin"
+
+
+def _gpu_pod(name: str, **spec: object) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "containers": [
+                {"name": "main", "image": "x", "resources": {"claims": [{"name": "g"}]}}
+            ],
+            "resourceClaims": [{"name": "g", "resourceClaimTemplateName": "gpu"}],
+            **spec,
+        },
+    }
+
+
+def _inputs(tmp_path: Path, *objects: object) -> str:
+    path = tmp_path / "inputs.yaml"
+    path.write_text(yaml.safe_dump_all(objects))
+    return str(path)
+
+
+def test_a_new_pod_queues_behind_the_pods_and_jobs_already_waiting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inputs = _inputs(tmp_path, _gpu_pod("late"))
+    (item,) = _check_json(capsys, inputs, "--state", str(LAB), "-n", "research")
+    assert (item["namespace"], item["allowed"], item["waits"]) == ("research", True, True)
+    assert item["message"].endswith("position 4 of 4 in ClusterQueue research")
+
+
+def test_a_higher_priority_pod_goes_ahead_of_those_waiting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    urgent = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "urgent"},
+        "value": 1000,
+    }
+    inputs = _inputs(tmp_path, urgent, _gpu_pod("late", priorityClassName="urgent"))
+    (item,) = _check_json(capsys, inputs, "--state", str(LAB), "-n", "research")
+    assert item["message"].endswith("position 1 of 4 in ClusterQueue research")
+
+
+def test_pods_created_in_the_same_second_start_in_name_order(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The API server keeps creation times in whole seconds; the controller orders ties by name.
+    inputs = _inputs(tmp_path, _gpu_pod("b-late"), _gpu_pod("a-late"))
+    items = _check_json(capsys, inputs, "--state", str(LAB), "-n", "research")
+    positions = {i["name"]: i["message"].rsplit("; ", 1)[1] for i in items}
+    assert positions == {
+        "b-late": "position 5 of 5 in ClusterQueue research",
+        "a-late": "position 4 of 5 in ClusterQueue research",
+    }
+
+
+def test_a_job_in_a_full_rejecting_queue_is_denied_as_its_pods_would_be(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "more"},
+        "spec": {"template": {"spec": {**_gpu_pod("x")["spec"], "restartPolicy": "Never"}}},
+    }
+    job_item, pod_item = _check_json(
+        capsys, _inputs(tmp_path, job, _gpu_pod("more")), "--state", str(LAB), "-n", "ml"
+    )
+    assert (job_item["allowed"], job_item["reason"]) == (False, "QuotaExceeded")
+    assert (pod_item["allowed"], pod_item["reason"]) == (False, "QuotaExceeded")
+    assert job_item["message"].startswith("job ml/more exceeds quota")
+    assert (
+        job_item["message"].partition(" exceeds ")[2]
+        == pod_item["message"].partition(" exceeds ")[2]
+    )
+
+
+def test_objects_without_a_namespace_go_to_the_namespace_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inputs = _inputs(tmp_path, _gpu_pod("late"))
+    (item,) = _check_json(capsys, inputs, "--state", str(LAB))
+    assert (item["namespace"], item["reason"]) == ("default", "NotManaged")
+    (item,) = _check_json(capsys, inputs, "--state", str(LAB), "--namespace", "research")
+    assert (item["namespace"], item["reason"]) == ("research", "Queued")

@@ -15,6 +15,8 @@ import yaml
 from webhook.cli import main
 from webhook.commands._common import Progress
 
+pytestmark = pytest.mark.usefixtures("no_machine_kubeconfig")
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "manifests" / "examples"
 STATE = EXAMPLES / "cluster"

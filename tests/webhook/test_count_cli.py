@@ -12,6 +12,8 @@ import yaml
 
 from webhook.cli import main
 
+pytestmark = pytest.mark.usefixtures("no_machine_kubeconfig")
+
 GPU_TEMPLATE = {
     "apiVersion": "resource.k8s.io/v1beta2",
     "kind": "ResourceClaimTemplate",

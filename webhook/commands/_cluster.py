@@ -1,24 +1,65 @@
 """The cluster a read-only command looks at: `--state DIR`, or a one-shot LIST of a live
-cluster through `--kubeconfig FILE` (nothing is written, no watch is kept open)."""
+cluster through a kubeconfig (nothing is written, no watch is kept open).
+
+Permission decides the scope. An admin lists every object the decisions read at cluster
+scope, as the webhook does (`scope == CLUSTER`). A namespace user (the built-in `edit`
+role: pods, Jobs, Events and LocalQueues of their namespace, nothing cluster-scoped) is
+refused that LIST with 403; a command that can work with one namespace then lists that
+namespace only (`scope == NAMESPACE`) instead of failing.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
+import argparse
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from typing import Any
 
+from quota.charge import Charge
+from quota.cluster import Obj
 from quota.errors import DraquotaError
 from quota.settings import Settings
 from quota.usage import Usage
 from webhook.clusterstate import ClusterState
+from webhook.commands._kubeconfig import KubeConfig, find_kubeconfig, load_kubeconfig
 
-__all__ = ["ClusterUnavailable", "live_snapshot", "memory_usage"]
+__all__ = [
+    "CLUSTER",
+    "NAMESPACE",
+    "ClusterUnavailable",
+    "Forbidden",
+    "Snapshot",
+    "cluster_config",
+    "memory_usage",
+    "read_cluster",
+]
 
 PAGE = 500
+CLUSTER = "cluster"
+NAMESPACE = "namespace"
+# What a namespace user reads: the namespaced objects the built-in `edit` role lets them list.
+NAMESPACE_KINDS = ("Pod", "Job", "LocalQueue", "ResourceClaim", "ResourceClaimTemplate")
 
 
 class ClusterUnavailable(DraquotaError):
     """The live cluster cannot be read: bad kubeconfig, refused connection, no permission."""
+
+
+class Forbidden(ClusterUnavailable):
+    """The API server refused a LIST (403): the kubeconfig's user lacks the permission."""
+
+
+@dataclass
+class Snapshot:
+    """One read of a live cluster. `usage` and `records` (admission records by UID) are what
+    the webhook would see; both are empty at namespace scope, where they cannot be read."""
+
+    state: ClusterState
+    scope: str
+    server: str
+    usage: Usage = field(default_factory=Usage)
+    records: dict[str, Charge] = field(default_factory=dict)
+    events: list[Obj] = field(default_factory=list)
 
 
 class _Snapshot:
@@ -38,16 +79,33 @@ def memory_usage(state: ClusterState, settings: Settings) -> Usage:
     return MemoryLedger(state, settings).usage()
 
 
-def _client(kubeconfig: Path) -> Any:
-    from certs.kube import api_client
+def cluster_config(args: argparse.Namespace, required: bool) -> KubeConfig | None:
+    """The kubeconfig of a command's live cluster: none with `--state`; else as kubectl finds
+    it (`--kubeconfig`, `$KUBECONFIG`, `~/.kube/config`). ClusterUnavailable when `required`
+    and there is none."""
+    if getattr(args, "state", None) is not None:
+        if getattr(args, "kubeconfig", None) is not None:
+            raise ClusterUnavailable("--kubeconfig: cannot be used with --state")
+        return None
+    found = find_kubeconfig(getattr(args, "kubeconfig", None))
+    if found is None:
+        if required:
+            raise ClusterUnavailable(
+                "no cluster: give --state DIR or --kubeconfig FILE "
+                "(no $KUBECONFIG, no ~/.kube/config)"
+            )
+        return None
+    return load_kubeconfig(*found)
+
+
+def _client(config: KubeConfig) -> Any:
+    from certs.kube import ClusterAccessError, api_client
     from webhook.kube.client import KubeClient
 
-    if not kubeconfig.is_file():
-        raise ClusterUnavailable(f"kubeconfig {kubeconfig}: no such file")
     try:
-        return KubeClient(api_client(kubeconfig))
-    except Exception as exc:  # the kubernetes client's config errors have no common base
-        raise ClusterUnavailable(f"kubeconfig {kubeconfig}: {_one_line(exc)}") from None
+        return KubeClient(api_client(config.path))
+    except ClusterAccessError as exc:
+        raise ClusterUnavailable(str(exc)) from None
 
 
 def _one_line(exc: BaseException) -> str:
@@ -55,37 +113,90 @@ def _one_line(exc: BaseException) -> str:
     return text[:300]
 
 
-def live_snapshot(kubeconfig: Path, settings: Settings) -> tuple[ClusterState, Callable[[], Usage]]:
-    """Every object the decisions read, listed once, and the usage the webhook would see
-    (live pods plus the reservations recorded in QuotaLedgers)."""
+def _list(client: Any, resource: Any, namespace: str | None, query: list[Any]) -> list[Obj]:
+    items: list[Obj] = []
+    page: list[tuple[str, Any]] = [("limit", PAGE), *query]
+    while True:
+        answer = client.request("GET", resource.path(namespace), page)
+        for obj in answer.get("items") or ():
+            obj.setdefault("kind", resource.kind)
+            obj.setdefault("apiVersion", resource.api_version)
+            items.append(obj)
+        token = (answer.get("metadata") or {}).get("continue")
+        if not token:
+            return items
+        page = [("limit", PAGE), *query, ("continue", token)]
+
+
+def read_cluster(
+    config: KubeConfig,
+    settings: Settings,
+    namespace: str | None = None,
+    kinds: Collection[str] | None = None,
+    job_events: bool = False,
+) -> Snapshot:
+    """Every object of `kinds` (default: all the decisions read) at cluster scope, and the
+    usage the webhook would see; when that is forbidden and `namespace` is given, the
+    namespaced ones of `namespace` only. `job_events`: the `Pending` Events of Jobs too (of
+    `namespace`, or of every namespace when it is None), where a waiting Job's reason is."""
     from webhook.kube.client import ApiError, TransportError
-    from webhook.kube.ledger import ClusterLedger
     from webhook.kube.resources import discover_dra_version, watched_resources
 
-    client = _client(kubeconfig)
+    client = _client(config)
     server = client.api_client.configuration.host
-    state = ClusterState()
     try:
         version = discover_dra_version(client)
         if version is None:
             raise ClusterUnavailable(f"{server}: resource.k8s.io is not served (DRA disabled)")
-        for resource in watched_resources(version):
-            query: list[tuple[str, Any]] = [("limit", PAGE)]
-            while True:
-                page = client.request("GET", resource.path(), query)
-                for obj in page.get("items") or ():
-                    obj.setdefault("kind", resource.kind)
-                    obj.setdefault("apiVersion", resource.api_version)
-                    state.upsert(obj)
-                token = (page.get("metadata") or {}).get("continue")
-                if not token:
-                    break
-                query = [("limit", PAGE), ("continue", token)]
+        wanted = [r for r in watched_resources(version) if kinds is None or r.kind in kinds]
+        try:
+            snapshot = _cluster_scope(client, server, wanted, settings)
+        except ApiError as exc:
+            if exc.code != 403 or namespace is None:
+                raise
+            namespaced = [r for r in wanted if r.kind in NAMESPACE_KINDS]
+            snapshot = _namespace_scope(client, server, namespaced, namespace)
+        if job_events:
+            snapshot.events = _pending_job_events(client, namespace)
     except ApiError as exc:
-        raise ClusterUnavailable(f"{server}: {_one_line(exc)}") from None
+        error = Forbidden if exc.code == 403 else ClusterUnavailable
+        raise error(f"{server}: {_one_line(exc)}") from None
     except TransportError as exc:
         raise ClusterUnavailable(
             f"{server}: cannot reach the API server: {_one_line(exc)}"
         ) from None
-    ledger = ClusterLedger(client, _Snapshot(state), settings)
-    return state, ledger.usage
+    return snapshot
+
+
+def _cluster_scope(client: Any, server: str, wanted: list[Any], settings: Settings) -> Snapshot:
+    from webhook.kube.ledger import ClusterLedger
+
+    state = ClusterState()
+    for resource in wanted:
+        for obj in _list(client, resource, None, []):
+            state.upsert(obj)
+    snapshot = Snapshot(state, CLUSTER, server)
+    if any(r.kind == "QuotaLedger" for r in wanted):
+        ledger = ClusterLedger(client, _Snapshot(state), settings)
+        snapshot.usage, snapshot.records = ledger.usage(), ledger.records()
+    return snapshot
+
+
+def _namespace_scope(client: Any, server: str, wanted: list[Any], namespace: str) -> Snapshot:
+    state = ClusterState()
+    for resource in wanted:
+        for obj in _list(client, resource, namespace, []):
+            state.upsert(obj)
+    return Snapshot(state, NAMESPACE, server)
+
+
+def _pending_job_events(client: Any, namespace: str | None) -> list[Obj]:
+    from webhook.kube.podwriter import EVENT
+
+    selector = ("fieldSelector", "involvedObject.kind=Job,reason=Pending,source=draquota")
+    events = _list(client, EVENT, namespace, [selector])
+    return [
+        e
+        for e in events
+        if e.get("reason") == "Pending" and (e.get("involvedObject") or {}).get("kind") == "Job"
+    ]

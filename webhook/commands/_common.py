@@ -1,5 +1,6 @@
 """Helpers shared by the subcommands: kubectl-style inputs (`-f`-like FILE..., `-`, `-R`),
-output (`-o json|yaml|wide|name`), a progress line for slow inputs, and the config file."""
+output (`-o json|yaml|wide|name`), a progress line for slow inputs, the namespace of
+namespace-less inputs, and the config file."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ from typing import Any, TextIO
 import orjson
 import yaml
 
+from quota.claims import CLAIM_KINDS
 from quota.errors import InvalidObject
 from quota.settings import Settings
-from webhook.clusterstate import ClusterState
-from webhook.state import decode_text, load_inputs, load_state, parse_yaml
+from quota.workloads import WORKLOAD_KINDS
+from webhook.state import decode_text, load_inputs, parse_yaml
 
 __all__ = [
     "OUTPUTS",
@@ -24,7 +26,7 @@ __all__ = [
     "add_input_arguments",
     "add_output_argument",
     "emit",
-    "inputs_and_state",
+    "in_namespace",
     "load_settings",
     "output_format",
     "print_json",
@@ -127,15 +129,18 @@ def read_inputs(
     return load_inputs(args.files, getattr(args, "recursive", False), progress)
 
 
-def inputs_and_state(
-    args: argparse.Namespace, progress: Progress | None = None
-) -> tuple[list[Mapping[str, Any]], ClusterState]:
-    """The objects of FILE... in order, and a cluster view of --state plus those objects."""
-    state = load_state(args.state) if args.state else ClusterState()
-    inputs = [obj for _, objects in read_inputs(args, progress) for obj in objects]
-    for obj in inputs:
-        state.upsert(obj)
-    return inputs, state
+NAMESPACED_KINDS = frozenset({*WORKLOAD_KINDS, *CLAIM_KINDS, "LocalQueue"})
+
+
+def in_namespace(obj: Mapping[str, Any], namespace: str) -> Mapping[str, Any]:
+    """A namespaced object without a namespace, put in `namespace` (as kubectl does); any
+    other object as it is."""
+    metadata = obj.get("metadata")
+    if obj.get("kind") not in NAMESPACED_KINDS or not isinstance(metadata, Mapping):
+        return obj
+    if metadata.get("namespace"):
+        return obj
+    return {**obj, "metadata": {**metadata, "namespace": namespace}}
 
 
 def print_json(document: Any) -> None:

@@ -7,6 +7,11 @@ templates of a file that no pod of that file uses are placed together too; every
 pod and every file is a separate what-if against the same cluster. `--together`
 places every claim given as the claims of one pod. A claim that is already
 allocated keeps its allocation.
+
+The cluster is `--state DIR`, else a live one through `--kubeconfig FILE`, `$KUBECONFIG`
+or `~/.kube/config` (listed once, nothing written; its ResourceSlices are cluster-scoped,
+so this needs an admin's read access). Objects without a namespace go to `-n`, else the
+kubeconfig context's namespace, else `default`.
 """
 
 from __future__ import annotations
@@ -23,22 +28,30 @@ from quota.derived import DerivedCache
 from quota.devices import claim_devices
 from quota.errors import InvalidObject, NotFound
 from quota.placement import Placement, make_placer
+from quota.settings import Settings
 from quota.workloads import WORKLOAD_KINDS, as_workload
 from webhook.clusterstate import ClusterState
+from webhook.commands._cluster import cluster_config, read_cluster
 from webhook.commands._common import (
     Progress,
     add_input_arguments,
     emit,
+    in_namespace,
     output_format,
     read_inputs,
 )
+from webhook.commands._kubeconfig import add_kubeconfig_arguments, namespace_of
 from webhook.state import STDIN, load_state
 
 __all__ = ["collect_claims", "configure", "run"]
 
+# What placing reads of a live cluster: devices, nodes, and the claims that hold devices.
+KINDS = ("ResourceSlice", "DeviceClass", "Node", "ResourceClaim", "ResourceClaimTemplate")
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    add_input_arguments(parser, state_required=True)
+    add_input_arguments(parser)
+    add_kubeconfig_arguments(parser)
     parser.add_argument("--node", metavar="NAME", help="place the claims on this node only")
     parser.add_argument(
         "--together",
@@ -149,10 +162,16 @@ def _devices(allocation: Mapping[str, Any] | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    state = load_state(args.state)
+    config = cluster_config(args, required=True)
+    namespace = namespace_of(args, config)
+    if config is not None:
+        state, source = read_cluster(config, Settings(), kinds=KINDS).state, str(config.path)
+    else:
+        state, source = load_state(args.state), str(args.state)
     progress = Progress("allocate")
-    files = read_inputs(args, progress)
+    read = read_inputs(args, progress)
     progress.done()
+    files = [(path, [in_namespace(obj, namespace) for obj in objects]) for path, objects in read]
     for _, objects in files:
         for obj in objects:
             state.upsert(obj)
@@ -160,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
         raise NotFound("Node", None, args.node, referrer="--node")
     if not state.list("ResourceSlice"):
         raise InvalidObject(
-            str(args.state), "", "no ResourceSlices: there are no devices to place claims on"
+            source, "", "no ResourceSlices: there are no devices to place claims on"
         )
     groups = _groups(files, state, args.together)
     items: list[dict[str, Any]] = []

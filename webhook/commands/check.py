@@ -1,37 +1,42 @@
 """What-if admission decisions for pods and workloads, without a webhook.
 
-Inputs are decided in order; every admitted pod
-counts against the next, on top of the live pods (and, with --kubeconfig, the
-reservations in flight) of the cluster. A pod of a ClusterQueue with `whenFull:
-Queue` is admitted at once when it fits and nobody waits ahead of it that its
-queueingStrategy makes it wait behind; otherwise it waits, and the output gives
-its position in the order waiting pods would start in. Claims, templates, queues and other
-objects among the inputs join the cluster view before anything is decided.
-With --kubeconfig the cluster is listed once and nothing is written to it.
+Inputs are decided in order, as if created now; every admitted pod counts against the
+next, on top of the live pods (and, with a live cluster, the reservations in flight) of
+the cluster. A pod or Job of a ClusterQueue with `whenFull: Queue` gets the answer the
+queueing controller would give it once created: it joins the pods and Jobs already
+waiting in the cluster, in the controller's order (priority, then creation: pods created
+in the same second in name order), and is admitted at once if the controller's next pass
+admits it, else it waits with the controller's reason and position. Claims, templates,
+queues and other objects among the inputs join the cluster view before anything is
+decided. Objects without a namespace go to `-n`, else the kubeconfig context's
+namespace, else `default`.
 
-A malformed pod or workload is a denial item, not a crash. A file that cannot be
-read, or a ClusterQueue, LocalQueue or ResourceFlavor among the inputs that is
-invalid, exits 2 (so a quota setup can be checked without any pod).
+The cluster is `--state DIR`, else a live one through `--kubeconfig FILE`, `$KUBECONFIG`
+or `~/.kube/config` (listed once at cluster scope, nothing written), else none (only the
+inputs). A malformed pod or workload is a denial item, not a crash. A file that cannot be
+read, or a ClusterQueue, LocalQueue or ResourceFlavor among the inputs that is invalid,
+exits 2 (so a quota setup can be checked without any pod).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from quota.decision import conclude, conclude_job, decide, prepare
+from quota.charge import Charge
+from quota.cluster import Obj
+from quota.decision import decide
 from quota.derived import DerivedCache
 from quota.errors import InvalidObject
 from quota.flavorfilter import Placer
-from quota.livepods import usage_from_pods
+from quota.livepods import pod_key, pod_uid, usage_from_pods
 from quota.messages import format_amounts
 from quota.placement import make_placer
-from quota.queues import STRICT_FIFO, LocalQueue, parse_resource_flavor
+from quota.queues import LocalQueue, parse_resource_flavor
 from quota.queuetable import QueueTable, queue_table
 from quota.settings import Settings
 from quota.usage import Usage
@@ -39,15 +44,18 @@ from quota.verdict import Decision
 from quota.workloads import WORKLOAD_KINDS
 from webhook.cli import EXIT_BAD_INPUT
 from webhook.clusterstate import ClusterState
-from webhook.commands._cluster import live_snapshot
+from webhook.commands._cluster import Forbidden, Snapshot, cluster_config, read_cluster
 from webhook.commands._common import (
     Progress,
     add_input_arguments,
     emit,
+    in_namespace,
     load_settings,
     output_format,
     read_inputs,
 )
+from webhook.commands._kubeconfig import KubeConfig, add_kubeconfig_arguments, namespace_of
+from webhook.commands._whatif import PassResult, as_created, next_pass, workload_key
 from webhook.state import load_state
 
 __all__ = ["check_objects", "configure", "run"]
@@ -55,12 +63,7 @@ __all__ = ["check_objects", "configure", "run"]
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_input_arguments(parser)
-    parser.add_argument(
-        "--kubeconfig",
-        type=Path,
-        metavar="FILE",
-        help="decide against a live cluster (read only: listed once, nothing written)",
-    )
+    add_kubeconfig_arguments(parser)
     parser.add_argument(
         "--config", type=Path, metavar="FILE", help="webhook config file (deviceClassMappings, ...)"
     )
@@ -95,45 +98,35 @@ def _item(obj: Mapping[str, Any], decision: Decision) -> dict[str, Any]:
     }
 
 
-def _priority(obj: Mapping[str, Any]) -> int:
+def _priority(obj: Mapping[str, Any], state: ClusterState) -> int:
+    """The priority the API server gives a pod: `spec.priority`, else the value of its
+    PriorityClass, else of the `globalDefault` one, else 0."""
     spec = obj.get("spec")
-    value = spec.get("priority") if isinstance(spec, Mapping) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    spec = spec if isinstance(spec, Mapping) else {}
+    value = spec.get("priority")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    values: dict[Any, int] = {}
+    default = 0
+    for cls in state.list("PriorityClass"):
+        amount = cls.get("value")
+        if isinstance(amount, int) and not isinstance(amount, bool):
+            values[(cls.get("metadata") or {}).get("name")] = amount
+            default = amount if cls.get("globalDefault") is True else default
+    return values.get(spec.get("priorityClassName"), default)
 
 
-def _from_queue(
-    obj: Mapping[str, Any],
-    queued: Decision,
-    state: ClusterState,
-    settings: Settings,
-    placer: Placer | None,
-    usage: Usage,
-    ahead: list[str],
-    cache: DerivedCache,
-) -> Decision:
-    """A pod its queue takes: admitted at once when it fits and its queueingStrategy lets it
-    past those waiting `ahead`, else still queued, saying why."""
-    prepared = prepare(obj, state, settings, placer, cache=cache)
-    if isinstance(prepared, Decision):
-        return prepared
-    queue = prepared.route.queue
-    if queue.queueing_strategy == STRICT_FIFO and ahead:
-        why = f"behind {ahead[0]} (StrictFIFO)"
-        return dataclasses.replace(queued, message=f"{queued.message} {why}")
-    job = prepared.workload.kind == "Job"
-    now = conclude_job(prepared, usage) if job else conclude(prepared, usage, enqueue=False)
-    if now.allowed:
-        return dataclasses.replace(now, message=f"{now.message} by its queue at once")
-    why = f"for quota: {now.shortfall or now.message}"
-    return dataclasses.replace(queued, message=f"{queued.message} {why}")
-
-
-def _positions(items: list[dict[str, Any]], waiting: dict[str, list[tuple[int, int]]]) -> None:
-    """Number each waiting item by the order its ClusterQueue would start them in."""
-    for entries in waiting.values():
-        entries.sort(key=lambda entry: (-entry[0], entry[1]))
-        for position, (_, index) in enumerate(entries, 1):
-            items[index]["message"] += f"; position {position} of {len(entries)}"
+def _after_pass(
+    item: dict[str, Any], obj: Mapping[str, Any], created: Obj, done: PassResult
+) -> dict[str, Any]:
+    """The item of a pod or Job created waiting, after the controller's pass."""
+    decision = done.decisions.get(pod_uid(created))
+    if decision is not None and pod_key(created) in done.admitted:
+        admitted = _item(obj, decision)
+        admitted["message"] = f"{decision.message} by its queue at once"
+        return admitted
+    why = done.waiting.get(workload_key(created))
+    return {**item, "message": f"{item['message']}: {why}"} if why else item
 
 
 def check_objects(
@@ -142,38 +135,47 @@ def check_objects(
     settings: Settings,
     placer: Placer | None = None,
     usage: Usage | None = None,
+    records: Mapping[str, Charge] | None = None,
+    now: float | None = None,
 ) -> list[dict[str, Any]]:
-    """Decide the pods and workloads of `inputs` in order; admitted pods count against later ones.
+    """Decide the pods and workloads of `inputs` in order, as if created now.
 
-    Other inputs (claims, templates, queues, ...) are added to `state` first. Input
-    pods are not live pods of the state: each counts only once it is admitted.
-    `usage` is what the cluster already uses (default: its live pods).
+    Each is decided as the webhook decides it at creation, against `usage` (default: the
+    live pods of `state`) plus the inputs admitted before it. Those that wait in a queue
+    with `whenFull: Queue` are then added to `state` as created (gated, suspended) and one
+    pass of the queueing controller runs over everything waiting in the cluster
+    (`webhook.commands._whatif`): their answer is the controller's, position included.
+    Other inputs (claims, templates, queues, ...) are added to `state` first. `records`:
+    the admission records the webhook would see, by UID.
     """
     decided = [obj for obj in inputs if obj.get("kind") in WORKLOAD_KINDS]
     for obj in inputs:
         if obj.get("kind") not in WORKLOAD_KINDS:
             state.upsert(obj)
     cache = DerivedCache()
+    now = time.time() if now is None else now
     if usage is None:
-        usage = usage_from_pods(state.snapshot(), settings, time.time(), cache=cache)
+        usage = usage_from_pods(state.snapshot(), settings, now, cache=cache)
     else:
         usage = usage.copy()
     items: list[dict[str, Any]] = []
-    waiting: dict[str, list[tuple[int, int]]] = {}  # ClusterQueue -> (priority, item index)
-    table = queue_table(state.snapshot(), settings, cache=cache)
+    created: list[tuple[int, Mapping[str, Any], Obj]] = []  # (item index, input, as created)
     for obj in decided:
         decision = decide(obj, state, usage, settings, placer, cache=cache)
-        _, namespace, name = _identity(obj)
         if decision.queued:
-            queue = _queue_of(_item(obj, decision), table)
-            ahead = [items[i]["name"] for _, i in waiting.get(queue, ())]
-            decision = _from_queue(obj, decision, state, settings, placer, usage, ahead, cache)
-            if decision.queued:
-                waiting.setdefault(queue, []).append((_priority(obj), len(items)))
-        if decision.allowed and decision.charge is not None:
+            uid = f"what-if-{len(items)}"
+            local = decision.local_queue_name or ""
+            waiting = as_created(dict(obj), local, uid, now, _priority(obj, state))
+            state.upsert(waiting)
+            created.append((len(items), obj, waiting))
+        elif decision.allowed and decision.charge is not None:
+            _, namespace, name = _identity(obj)
             usage.add(f"{namespace}/{name}", decision.charge)
         items.append(_item(obj, decision))
-    _positions(items, waiting)
+    if created:
+        done = next_pass(state, settings, placer, usage, records or {}, now)
+        for index, obj, waiting in created:
+            items[index] = _after_pass(items[index], obj, waiting, done)
     return items
 
 
@@ -252,20 +254,34 @@ def _input_queue_problems(
     return problems
 
 
+def _cluster(
+    args: argparse.Namespace, config: KubeConfig | None, settings: Settings
+) -> tuple[ClusterState, Snapshot | None]:
+    """The cluster to decide against: --state, a live cluster, or none."""
+    if config is None:
+        return (load_state(args.state) if args.state else ClusterState()), None
+    try:
+        snapshot = read_cluster(config, settings)
+    except Forbidden as exc:
+        raise Forbidden(
+            f"{exc}: draquota check decides with the usage of every queue and needs read "
+            "access to the whole cluster; `draquota status` shows your namespace"
+        ) from None
+    return snapshot.state, snapshot
+
+
 def run(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
-    if args.state is not None and args.kubeconfig is not None:
-        raise InvalidObject("--kubeconfig", "", "cannot be used with --state")
-    usage: Usage | None = None
-    if args.kubeconfig is not None:
-        state, usage_of = live_snapshot(args.kubeconfig, settings)
-        usage = usage_of()
-    else:
-        state = load_state(args.state) if args.state else ClusterState()
+    config = cluster_config(args, required=False)
+    state, snapshot = _cluster(args, config, settings)
+    namespace = namespace_of(args, config)
     progress = Progress("check")
-    inputs = [obj for _, objects in read_inputs(args, progress) for obj in objects]
+    files = read_inputs(args, progress)
+    inputs = [in_namespace(obj, namespace) for _, objects in files for obj in objects]
     progress.done()
-    items = check_objects(inputs, state, settings, make_placer(state), usage)
+    usage = snapshot.usage if snapshot is not None else None
+    records = snapshot.records if snapshot is not None else None
+    items = check_objects(inputs, state, settings, make_placer(state), usage, records)
     if items and not state.list("ResourceSlice") and settings.placement != "Off":
         print(
             "draquota check: placement not checked: the cluster has no ResourceSlices",

@@ -1,4 +1,11 @@
-"""Devices per DeviceClass of claims, templates, pods and workloads (one pod of each)."""
+"""Devices per DeviceClass of claims, templates, pods and workloads (one pod of each).
+
+Claims and templates a pod names are read from the inputs, then from the cluster:
+`--state DIR`, else a live one through `--kubeconfig FILE`, `$KUBECONFIG` or
+`~/.kube/config` (claims and templates listed once; a namespace user's of their namespace
+only), else none. Objects without a namespace go to `-n`, else the kubeconfig context's
+namespace, else `default`.
+"""
 
 from __future__ import annotations
 
@@ -10,21 +17,31 @@ from quota.claims import CLAIM_KINDS, claim_spec_of
 from quota.demand import pod_demand
 from quota.derived import DerivedCache
 from quota.devices import claim_devices
+from quota.settings import Settings
 from quota.workloads import WORKLOAD_KINDS, as_workload
 from webhook.clusterstate import ClusterState
+from webhook.commands._cluster import cluster_config, read_cluster
 from webhook.commands._common import (
     Progress,
     add_input_arguments,
     emit,
-    inputs_and_state,
+    in_namespace,
     output_format,
+    read_inputs,
 )
+from webhook.commands._kubeconfig import add_kubeconfig_arguments, namespace_of
+from webhook.state import load_state
+
+# What counting reads of a live cluster: the claims and templates pods name, and the
+# DeviceClasses that give extended resources (an admin's; a namespace user counts without).
+KINDS = ("ResourceClaim", "ResourceClaimTemplate", "DeviceClass")
 
 __all__ = ["configure", "count_object", "run"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     add_input_arguments(parser)
+    add_kubeconfig_arguments(parser)
 
 
 def count_object(
@@ -37,8 +54,17 @@ def count_object(
 
 
 def run(args: argparse.Namespace) -> int:
+    config = cluster_config(args, required=False)
+    namespace = namespace_of(args, config)
+    if config is not None:
+        state = read_cluster(config, Settings(), namespace, KINDS).state
+    else:
+        state = load_state(args.state) if args.state else ClusterState()
     progress = Progress("count")
-    inputs, state = inputs_and_state(args, progress)
+    files = read_inputs(args, progress)
+    inputs = [in_namespace(obj, namespace) for _, objects in files for obj in objects]
+    for obj in inputs:
+        state.upsert(obj)
     counted = [
         obj for obj in inputs if obj.get("kind") in CLAIM_KINDS or obj.get("kind") in WORKLOAD_KINDS
     ]
@@ -51,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         items.append(
             {
                 "kind": obj["kind"],
-                "namespace": metadata.get("namespace") or "default",
+                "namespace": metadata.get("namespace") or namespace,
                 "name": metadata.get("name") or metadata.get("generateName"),
                 "devices": count_object(obj, state, cache),
             }

@@ -1,32 +1,80 @@
-"""Quota and usage per ClusterQueue, flavor and resource, and whether each queue is valid.
+"""Quota and usage of the queues, and the workloads holding and waiting for it.
 
-One row per ClusterQueue, flavor and resource: nominal quota, in use, borrowed
-from the cohort, and lendable (the unused quota cohort members can borrow from
-this queue now, at most its lendingLimit). `-o wide` adds the limits and what the
-queue could still take. A queue that is invalid admits nothing: it is listed with
-its problems and the command exits 2, so a quota setup can be checked before any
-pod is submitted. Quantities are in the resource's own units (cpu in cores).
+The cluster is `--state DIR`, else a live one through `--kubeconfig FILE`, `$KUBECONFIG`
+or `~/.kube/config` (listed once, nothing written). What is shown depends on who asks:
+
+- An admin (may list the whole cluster) gets one row per ClusterQueue, flavor and
+  resource: nominal quota, in use, borrowed from the cohort and lendable (what cohort
+  members can still borrow from it: its unused pooled quota, less what it has lent).
+  `-o wide` adds what it could still take, what it lent and to whom, what it borrowed
+  and from whom, and its limits. `-n NS` shows the LocalQueues and workloads of NS
+  instead, `-A` every ClusterQueue, LocalQueue and workload.
+- A namespace user (refused at cluster scope: the built-in `edit` role) gets the
+  LocalQueues of the namespace (`-n`, else the kubeconfig context's, else `default`)
+  with their ClusterQueue's quota and usage as the LocalQueue status reports it, and
+  the namespace's workloads: what holds quota, and what waits, with the queueing
+  controller's position and reason.
+
+A queue that is invalid admits nothing: it is listed with its problems and the command
+exits 2, so a quota setup can be checked before any pod is submitted. Quantities are in
+the resource's own units (cpu in cores).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from quota.assignment import quota_view
-from quota.charge import FlavorResource
+from quota.charge import Charge, FlavorResource
 from quota.errors import InvalidObject
+from quota.holdings import holdings
 from quota.messages import format_amount
-from quota.queues import ClusterQueue, parse_resource_flavor
+from quota.placement import make_placer
+from quota.queues import parse_resource_flavor
 from quota.queuetable import QueueTable, queue_table
 from quota.settings import Settings
+from quota.status import cluster_queue_summary
 from quota.usage import Usage
+from quota.waiting import waiting_in
 from webhook.clusterstate import ClusterState
-from webhook.commands._cluster import live_snapshot, memory_usage
-from webhook.commands._common import add_output_argument, emit, load_settings, output_format
+from webhook.commands._cluster import (
+    CLUSTER,
+    Forbidden,
+    Snapshot,
+    cluster_config,
+    memory_usage,
+    read_cluster,
+)
+from webhook.commands._common import (
+    add_output_argument,
+    emit,
+    load_settings,
+    output_format,
+    print_json,
+    print_table,
+)
+from webhook.commands._kubeconfig import add_kubeconfig_arguments, namespace_of
+from webhook.commands._localqueues import (
+    computed_status,
+    local_queue_item,
+    local_queue_table,
+    resource_row,
+)
+from webhook.commands._whatif import next_pass
+from webhook.commands._workloads import (
+    annotated_charges,
+    workload_items,
+    workload_notes,
+    workload_table,
+)
 from webhook.state import load_state
 
 __all__ = ["configure", "queue_status", "run"]
@@ -35,76 +83,56 @@ EXIT_INVALID = 2
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument(
+    parser.add_argument(
         "--state", type=Path, metavar="DIR", help="directory of manifests standing in for a cluster"
     )
-    source.add_argument(
-        "--kubeconfig", type=Path, metavar="FILE", help="a live cluster (read only: one LIST)"
-    )
+    add_kubeconfig_arguments(parser, all_namespaces=True)
     parser.add_argument(
         "--config", type=Path, metavar="FILE", help="webhook config file (deviceClassMappings, ...)"
     )
     add_output_argument(parser)
 
 
-def _amount(resource: str, value: int | None) -> str | None:
-    return None if value is None else format_amount(resource, value)
-
-
 def _resources(
-    table: QueueTable, queue: ClusterQueue, usage: Usage, flavor: str, resources: Sequence[str]
+    table: QueueTable, name: str, usage: Usage, summary: dict[str, Any]
 ) -> list[dict[str, Any]]:
-    out = []
-    for resource in resources:
-        key = FlavorResource(flavor, resource)
-        quota = queue.quota(key)
-        if quota is None:
-            continue
-        view = quota_view(table, queue, key, usage.of)
-        borrowed = max(0, view.used - view.nominal)
-        lendable = None
-        if queue.cohort is not None:
-            limit = quota.nominal if quota.lending_limit is None else quota.lending_limit
-            lendable = max(0, min(limit, view.nominal - view.used))
-        out.append(
-            {
-                "name": resource,
-                "nominal": format_amount(resource, view.nominal),
-                "inUse": format_amount(resource, view.used),
-                "borrowed": format_amount(resource, borrowed),
-                "lendable": _amount(resource, lendable),
-                "available": format_amount(resource, max(0, view.available)),
-                "borrowingLimit": _amount(resource, quota.borrowing_limit),
-                "lendingLimit": _amount(resource, quota.lending_limit),
-            }
-        )
-    return out
+    """The summary's flavors with every field present, and what the queue could still take."""
+    queue = table.queues[name]
+    flavors = []
+    for flavor in summary.get("flavors") or ():
+        rows = []
+        for raw in flavor["resources"]:
+            row = resource_row(raw)
+            view = quota_view(table, queue, FlavorResource(flavor["name"], row["name"]), usage.of)
+            row["available"] = format_amount(row["name"], max(0, view.available))
+            if queue.cohort is None:
+                row["lendable"] = None  # nobody to lend to
+            rows.append(row)
+        flavors.append({"name": flavor["name"], "resources": rows})
+    return flavors
 
 
 def queue_status(state: ClusterState, usage: Usage, settings: Settings) -> list[dict[str, Any]]:
-    """Every ClusterQueue with its validity and, per flavor and resource, its quota and usage."""
+    """Every ClusterQueue with its validity and, per flavor and resource, its quota, usage and
+    lending in its cohort (`quota.status.cluster_queue_summary`, as LocalQueues report it)."""
     table = queue_table(state.snapshot(), settings)
-    names = sorted(set(table.queues) | set(table.invalid))
     items = []
-    for name in names:
+    for name in sorted(set(table.queues) | set(table.invalid)):
         queue = table.queues.get(name)
         invalid = table.invalid.get(name)
         # A queue that parsed has a list of rule problems; one that did not, its parse error.
         problems = [] if invalid is None else invalid.split("; ") if queue else [invalid]
-        item: dict[str, Any] = {
-            "name": name,
-            "cohort": queue.cohort if queue else None,
-            "active": invalid is None,
-            "problems": problems,
-            "flavors": [],
-        }
-        if queue is not None:
-            for group in queue.groups:
-                for flavor in group.flavors:
-                    resources = _resources(table, queue, usage, flavor.name, group.covered)
-                    item["flavors"].append({"name": flavor.name, "resources": resources})
-        items.append(item)
+        summary = cluster_queue_summary(table, name, usage.of)
+        items.append(
+            {
+                "kind": "ClusterQueue",
+                "name": name,
+                "cohort": queue.cohort if queue else None,
+                "active": invalid is None,
+                "problems": problems,
+                "flavors": _resources(table, name, usage, summary) if queue else [],
+            }
+        )
     return items
 
 
@@ -128,6 +156,10 @@ def _setup_problems(state: ClusterState, settings: Settings) -> list[str]:
     return problems
 
 
+def _peers(peers: Sequence[dict[str, str]]) -> str:
+    return ",".join(f"{p['clusterQueue']}:{p['amount']}" for p in peers) or "-"
+
+
 def _table(
     items: list[dict[str, Any]], wide: bool
 ) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
@@ -135,44 +167,144 @@ def _table(
         "CLUSTERQUEUE", "COHORT", "ACTIVE", "FLAVOR", "RESOURCE", "NOMINAL", "IN USE"
     )  # fmt: skip
     header += ("BORROWED", "LENDABLE")
-    if wide:
-        header += ("AVAILABLE", "BORROWING LIMIT", "LENDING LIMIT")
+    extra = ("AVAILABLE", "LENT", "LENT TO", "BORROWED FROM", "BORROWING LIMIT", "LENDING LIMIT")
+    header += extra if wide else ()
     rows: list[tuple[Any, ...]] = []
     for item in items:
         head = (item["name"], item["cohort"] or "-", "True" if item["active"] else "False")
         lines = [(flavor["name"], r) for flavor in item["flavors"] for r in flavor["resources"]]
         if not lines:
-            rows.append((*head, "-", "-", "-", "-", "-", "-", *(("-",) * 3 if wide else ())))
+            rows.append((*head, *("-",) * (6 + (len(extra) if wide else 0))))
         for flavor, r in lines:
             row: tuple[Any, ...] = (*head, flavor, r["name"], r["nominal"], r["inUse"])
-            row += (r["borrowed"],)
-            row += (r["lendable"] or "-",)
+            row += (r["borrowed"], r["lendable"] or "-")
             if wide:
-                row += (r["available"], r["borrowingLimit"] or "-", r["lendingLimit"] or "-")
+                row += (r["available"], r["lent"] if item["cohort"] else "-")
+                row += (_peers(r["lentTo"]), _peers(r["borrowedFrom"]))
+                row += (r["borrowingLimit"] or "-", r["lendingLimit"] or "-")
             rows.append(row)
     return header, rows
 
 
-def run(args: argparse.Namespace) -> int:
-    settings = load_settings(args.config)
-    if args.state is not None:
+def _read(args: argparse.Namespace, settings: Settings) -> tuple[Snapshot, str | None]:
+    """The cluster as this user may read it, and the namespace to show (None: every one)."""
+    config = cluster_config(args, required=True)
+    namespace = None if args.all_namespaces else namespace_of(args, config)
+    if config is None:
         state = load_state(args.state)
-        usage = memory_usage(state, settings)
+        return Snapshot(state, CLUSTER, str(args.state), memory_usage(state, settings)), namespace
+    try:
+        return read_cluster(config, settings, namespace, job_events=True), namespace
+    except Forbidden as exc:
+        if not args.all_namespaces:
+            raise
+        raise Forbidden(f"{exc}: -A needs read access to the whole cluster") from None
+
+
+def _namespace_items(
+    snapshot: Snapshot, settings: Settings, namespace: str | None, now: float
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """LocalQueues and workloads of `namespace` (None: of every namespace)."""
+    state = snapshot.state
+    locals_ = state.list("LocalQueue", namespace)
+    pods, jobs = state.list("Pod", namespace), state.list("Job", namespace)
+    if snapshot.scope == CLUSTER:
+        table = queue_table(state.snapshot(), settings)
+        pending: dict[str, int] = {}
+        for waiting in waiting_in(state.snapshot(), table, now).values():
+            for workload in waiting:
+                pending[workload.local_queue] = pending.get(workload.local_queue, 0) + 1
+        stamp = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        held = holdings(snapshot.usage)
+        locals_ = computed_status(table, locals_, snapshot.usage, held, pending, stamp)
+        charge_of: Callable[[str], Charge | None] = snapshot.usage.charge_of
+        placer = make_placer(state)
+        why = next_pass(state, settings, placer, snapshot.usage, snapshot.records, now).waiting
     else:
-        state, usage_of = live_snapshot(args.kubeconfig, settings)
-        usage = usage_of()
-    items = queue_status(state, usage, settings)
-    problems = _setup_problems(state, settings)
-    fmt = output_format(args)
-    if not items and fmt in (None, "wide"):
-        print("No ClusterQueues found.", file=sys.stderr)
-    else:
-        emit(fmt, items, lambda wide: _table(items, wide), lambda i: f"clusterqueue/{i['name']}")
-    invalid = [item for item in items if not item["active"]]
-    for item in invalid:
+        charge_of, why = annotated_charges(pods).get, None
+    local_items = sorted(map(local_queue_item, locals_), key=lambda i: (i["namespace"], i["name"]))
+    keys = {f"{i['namespace']}/{i['name']}" for i in local_items}
+    workloads = workload_items(pods, jobs, snapshot.events, keys, charge_of, now, why)
+    return local_items, workloads
+
+
+def _show(fmt: str | None, queues: list[dict[str, Any]], local_items: list[dict[str, Any]],
+          workloads: list[dict[str, Any]], namespaces: bool) -> None:  # fmt: skip
+    """ClusterQueues (with -A), LocalQueues and workloads, as tables or one document."""
+    if fmt in ("json", "yaml"):
+        document = {"items": [*queues, *local_items], "workloads": workloads}
+        if fmt == "json":
+            print_json(document)
+        else:
+            sys.stdout.write(yaml.safe_dump(document, sort_keys=False))
+        return
+    if fmt == "name":
+        for item in [*queues, *local_items, *workloads]:
+            print(f"{item['kind'].lower()}/{item['name']}")
+        return
+    wide = fmt == "wide"
+    tables = [_table(queues, wide)] if queues else []
+    if local_items:
+        tables.append(local_queue_table(local_items, wide, namespaces))
+    if workloads:
+        tables.append(workload_table(workloads, wide, namespaces))
+    for i, (header, rows) in enumerate(tables):
+        if i:
+            print()
+        print_table(header, rows)
+    notes = [] if wide else workload_notes(workloads)
+    if notes:
+        print()
+        print("\n".join(notes))
+
+
+def _local_problems(local_items: list[dict[str, Any]]) -> list[str]:
+    """LocalQueues that admit nothing; a note for those whose status is not reported yet."""
+    problems = []
+    for item in local_items:
+        where = f"LocalQueue {item['namespace']}/{item['name']}"
+        if item["active"] is None:
+            print(f"draquota status: {where}: no status reported yet", file=sys.stderr)
+        elif not item["active"]:
+            problems.append(f"{where}: {item['message']}")
+    return problems
+
+
+def _queue_problems(
+    items: list[dict[str, Any]], state: ClusterState, settings: Settings
+) -> list[str]:
+    """The problems of invalid ClusterQueues and of the other queue objects."""
+    problems = []
+    for item in items:
         for problem in item["problems"]:
             where = "" if problem.startswith("ClusterQueue ") else f"ClusterQueue {item['name']}: "
-            print(f"draquota status: {where}{problem}", file=sys.stderr)
+            problems.append(f"{where}{problem}")
+    return problems + _setup_problems(state, settings)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = load_settings(args.config)
+    snapshot, namespace = _read(args, settings)
+    fmt = output_format(args)
+    state = snapshot.state
+    items = queue_status(state, snapshot.usage, settings) if snapshot.scope == CLUSTER else []
+    if snapshot.scope == CLUSTER and not args.namespace and not args.all_namespaces:
+        if not items and fmt in (None, "wide"):
+            print("No ClusterQueues found.", file=sys.stderr)
+        else:
+            emit(
+                fmt, items, lambda wide: _table(items, wide), lambda i: f"clusterqueue/{i['name']}"
+            )
+        problems = _queue_problems(items, state, settings)
+    else:
+        local_items, workloads = _namespace_items(snapshot, settings, namespace, time.time())
+        if not local_items and fmt in (None, "wide"):
+            where = f"namespace {namespace}" if namespace else "any namespace"
+            print(f"No LocalQueues found in {where}.", file=sys.stderr)
+        queues = items if namespace is None else []
+        _show(fmt, queues, local_items, workloads, namespace is None)
+        problems = _queue_problems(items, state, settings) if namespace is None else []
+        problems += _local_problems(local_items) if namespace is not None else []
     for problem in problems:
         print(f"draquota status: {problem}", file=sys.stderr)
-    return EXIT_INVALID if invalid or problems else 0
+    return EXIT_INVALID if problems else 0

@@ -1,0 +1,277 @@
+"""The workloads of a namespace as `draquota status` lists them, like `kubectl get workloads`:
+what holds quota and what waits for it, one row per workload.
+
+A workload is a pod, a pod group (the pods sharing `draquota.io/pod-group-name`) or a Job
+(with its pods); a group or Job is reported with its totals.
+
+It holds quota when it has a charge: a live pod charged by draquota, a Job admitted as a
+whole by its ClusterQueue (`charge_of(job_holder(key))`) or through its pods. A pod its
+queue admitted (`QuotaReserved` True) holds quota too, charged by an admission record a
+namespace user cannot read: there, its flavor and amounts show as unknown.
+
+It waits when it carries draquota's scheduling gate (a pod) or is suspended in a
+LocalQueue (a Job). Why it waits, and its position, are what the queueing controller
+wrote (a pod's `QuotaReserved` condition, a Job's `Pending` Event), unless the caller
+worked them out itself (`why`). Nothing here reads a ClusterQueue: a namespace user can
+list all of it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge
+from quota.cluster import Obj
+from quota.errors import InvalidObject
+from quota.livepods import is_gated, is_live_job, is_live_pod, job_owner, pod_key, pod_uid
+from quota.messages import format_amount
+from quota.routing import DEFAULT_LOCAL_QUEUE
+from quota.usage import Usage
+from quota.waiting import GROUP_LABEL, GROUP_TOTAL_ANNOTATION
+from webhook.podusage import job_holder
+
+__all__ = ["annotated_charges", "workload_items", "workload_notes", "workload_table"]
+
+ChargeOf = Callable[[str], Charge | None]
+_POSITION = re.compile(r"position (\d+) of (\d+)")
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _meta(obj: Obj) -> Mapping[str, Any]:
+    return _mapping(obj.get("metadata"))
+
+
+@dataclass
+class _Row:
+    kind: str
+    namespace: str
+    name: str
+    local_queue: str
+    created: str
+    waiting: bool = False
+    pods: int = 0
+    total: int | None = None
+    message: str = ""
+    charges: dict[str, Charge] = field(default_factory=dict)
+
+
+def annotated_charges(pods: Iterable[Obj]) -> dict[str, Charge]:
+    """What each pod's charge annotation says it holds, by `ns/name` (what a namespace user
+    can read; an annotation that does not parse is left out)."""
+    out = {}
+    for pod in pods:
+        text = _mapping(_meta(pod).get("annotations")).get(CHARGE_ANNOTATION)
+        if isinstance(text, str) and not is_gated(pod):
+            try:
+                out[pod_key(pod)] = Charge.from_annotation(text, f"pod {pod_key(pod)}")
+            except InvalidObject:
+                continue
+    return out
+
+
+def _local_queue(labels: Mapping[str, Any], namespace: str, local_queues: set[str]) -> str:
+    """The LocalQueue a pod or Job goes to: its label, else `default` where it exists."""
+    label = labels.get(QUEUE_LABEL)
+    if isinstance(label, str) and label:
+        return label
+    return DEFAULT_LOCAL_QUEUE if f"{namespace}/{DEFAULT_LOCAL_QUEUE}" in local_queues else ""
+
+
+def _job_rows(
+    jobs: Iterable[Obj], events: Mapping[str, str], local_queues: set[str], charge_of: ChargeOf
+) -> dict[str, _Row]:
+    """A row per live Job of a LocalQueue, by UID."""
+    rows = {}
+    for job in jobs:
+        if not is_live_job(job):
+            continue
+        metadata, spec = _meta(job), _mapping(job.get("spec"))
+        namespace, name = str(metadata.get("namespace") or "default"), str(metadata.get("name"))
+        template_labels = _mapping(_meta(_mapping(spec.get("template"))).get("labels"))
+        labels = {**_mapping(metadata.get("labels")), **template_labels}
+        local = _local_queue(labels, namespace, local_queues)
+        if not local:
+            continue
+        row = _Row("Job", namespace, name, local, str(metadata.get("creationTimestamp") or ""))
+        row.waiting = spec.get("suspend") is True
+        row.message = events.get(pod_uid(job), "") if row.waiting else ""
+        holder = job_holder(f"{namespace}/{name}")
+        if (charge := charge_of(holder)) is not None:
+            row.charges[holder] = charge
+        rows[pod_uid(job)] = row
+    return rows
+
+
+def _quota_reserved(pod: Obj) -> tuple[str, str]:
+    """The status and message of the pod's `QuotaReserved` condition ("" when it has none)."""
+    for condition in _mapping(pod.get("status")).get("conditions") or ():
+        condition = _mapping(condition)
+        if condition.get("type") == "QuotaReserved":
+            return str(condition.get("status") or ""), str(condition.get("message") or "")
+    return "", ""
+
+
+def _add_pod(rows: dict[tuple[str, str, str], _Row], pod: Obj, charge: Charge | None,
+             local_queues: set[str]) -> None:  # fmt: skip
+    metadata = _meta(pod)
+    namespace = str(metadata.get("namespace") or "default")
+    labels = _mapping(metadata.get("labels"))
+    group = labels.get(GROUP_LABEL)
+    kind, name = ("PodGroup", str(group)) if group else ("Pod", str(metadata.get("name")))
+    if charge is not None:  # a charge names its LocalQueue `ns/name`
+        local = charge.local_queue.rpartition("/")[2]
+    else:
+        local = _local_queue(labels, namespace, local_queues)
+    created = str(metadata.get("creationTimestamp") or "")
+    row = rows.setdefault((kind, namespace, name), _Row(kind, namespace, name, local, created))
+    row.created = min(row.created, created) if row.created else created
+    row.pods += 1
+    if charge is not None:
+        row.charges[pod_key(pod)] = charge
+    if is_gated(pod):
+        row.waiting = True
+        reserved, message = _quota_reserved(pod)
+        row.message = row.message or (message if reserved == "False" else "")
+    if group:
+        total = _mapping(metadata.get("annotations")).get(GROUP_TOTAL_ANNOTATION)
+        row.total = int(total) if isinstance(total, str) and total.isdigit() else row.total
+
+
+def _job_events(events: Iterable[Obj]) -> dict[str, str]:
+    """The latest message of draquota's `Pending` Event of each Job, by the Job's UID."""
+    latest: dict[str, tuple[str, str]] = {}
+    for event in events:
+        involved = _mapping(event.get("involvedObject"))
+        if _mapping(event.get("source")).get("component") != "draquota":
+            continue
+        uid, when = str(involved.get("uid") or ""), str(event.get("lastTimestamp") or "")
+        if uid and when >= latest.get(uid, ("", ""))[0]:
+            latest[uid] = (when, str(event.get("message") or ""))
+    return {uid: message for uid, (_, message) in latest.items()}
+
+
+def workload_items(
+    pods: Iterable[Obj],
+    jobs: Iterable[Obj],
+    events: Iterable[Obj],
+    local_queues: set[str],
+    charge_of: ChargeOf,
+    now: float,
+    why: Mapping[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """Every workload holding or waiting for quota. `local_queues`: the `ns/name` of every
+    LocalQueue; `charge_of(holder)`: what a pod (`ns/name`) or a Job admitted as a whole
+    (`job_holder`) holds; `events`: draquota's `Pending` Events of Jobs. `why`: the waiting
+    message of each workload by key (`ns/name`, `ns/group`) to show instead of what the
+    controller last wrote, when the caller worked it out itself."""
+    jobs_by_uid = _job_rows(jobs, _job_events(events), local_queues, charge_of)
+    rows: dict[tuple[str, str, str], _Row] = {}
+    for pod in pods:
+        if not is_live_pod(pod, now):
+            continue
+        charge = charge_of(pod_key(pod))
+        job = jobs_by_uid.get(job_owner(pod))
+        if job is not None:
+            job.pods += 1
+            if charge is not None:
+                job.charges[pod_key(pod)] = charge
+        elif charge is not None or is_gated(pod) or _quota_reserved(pod)[0] == "True":
+            _add_pod(rows, pod, charge, local_queues)
+    every = [*rows.values(), *jobs_by_uid.values()]
+    for row in every:
+        if why is not None and row.waiting:
+            row.message = why.get(f"{row.namespace}/{row.name}", "")
+    return sorted((_item(row, now) for row in every), key=_order)
+
+
+def _held(charges: Mapping[str, Charge]) -> list[dict[str, Any]]:
+    """What the charges hold together (a shared claim once), per flavor and resource."""
+    usage = Usage(charges)
+    totals: dict[str, list[dict[str, str]]] = {}
+    for queue in sorted({charge.cluster_queue for charge in charges.values()}):
+        for key, amount in usage.of(queue).items():
+            entry = {"name": key.resource, "total": format_amount(key.resource, amount)}
+            totals.setdefault(key.flavor, []).append(entry)
+    return [{"name": flavor, "resources": resources} for flavor, resources in totals.items()]
+
+
+def _item(row: _Row, now: float) -> dict[str, Any]:
+    position = _POSITION.search(row.message)
+    return {
+        "kind": row.kind,
+        "namespace": row.namespace,
+        "name": row.name,
+        "localQueue": row.local_queue,
+        "status": "Waiting" if row.waiting else "Admitted",
+        "pods": row.pods,
+        "totalPods": row.total,
+        "flavorsUsage": _held(row.charges),
+        "position": int(position[1]) if position else None,
+        "of": int(position[2]) if position else None,
+        "message": row.message,
+        "age": _age(row.created, now),
+    }
+
+
+def _order(item: Mapping[str, Any]) -> tuple[Any, ...]:
+    waiting = item["status"] == "Waiting"
+    position = item["position"] or (0 if not waiting else 1 << 62)  # unknown: last
+    return (item["namespace"], waiting, position, item["kind"], item["name"])
+
+
+def _age(created: str, now: float) -> str:
+    """How long ago, as kubectl shows it (`45s`, `12m`, `3h`, `5d`); `-` when unknown."""
+    try:
+        since = dt.datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return "-"
+    seconds = max(0, int(now - since))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def _usage_text(item: Mapping[str, Any]) -> tuple[str, str]:
+    flavors = item["flavorsUsage"]
+    names = ",".join(f["name"] for f in flavors) or "-"
+    amounts = [f"{r['name']}={r['total']}" for f in flavors for r in f["resources"]]
+    return names, ",".join(amounts) or "-"
+
+
+def workload_table(
+    items: Sequence[Mapping[str, Any]], wide: bool, namespaces: bool
+) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
+    """kubectl-style rows; wide adds the controller's message."""
+    header: tuple[str, ...] = ("NAMESPACE",) if namespaces else ()
+    header += ("WORKLOAD", "KIND", "LOCALQUEUE", "STATUS", "PODS", "FLAVOR", "RESOURCES")
+    header += ("POSITION", "AGE", *(("MESSAGE",) if wide else ()))
+    rows = []
+    for item in items:
+        pods = str(item["pods"])
+        if item["totalPods"] is not None:
+            pods = f"{pods}/{item['totalPods']}"
+        position = f"{item['position']} of {item['of']}" if item["position"] else "-"
+        row: tuple[Any, ...] = (item["namespace"],) if namespaces else ()
+        row += (item["name"], item["kind"], item["localQueue"] or "-", item["status"], pods)
+        row += (*_usage_text(item), position, item["age"])
+        if wide:
+            row += (item["message"] or "-",)
+        rows.append(row)
+    return header, rows
+
+
+def workload_notes(items: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Why each waiting workload waits, one line each, as the queueing controller said it."""
+    return [
+        f"{item['kind'].lower()} {item['namespace']}/{item['name']}: {item['message']}"
+        for item in items
+        if item["status"] == "Waiting" and item["message"]
+    ]
