@@ -250,7 +250,13 @@ class ControlPlane:
                 }
             ],
             "users": [{"name": user, "user": {"token": self.token(service_account, namespace)}}],
-            "contexts": [{"name": "local", "context": {"cluster": "local", "user": user}}],
+            # the context names the ServiceAccount's namespace, as a namespace user's would
+            "contexts": [
+                {
+                    "name": "local",
+                    "context": {"cluster": "local", "user": user, "namespace": namespace},
+                }
+            ],
             "current-context": "local",
         }
         path.write_text(yaml.safe_dump(config), encoding="utf-8")

@@ -24,6 +24,7 @@ __all__ = [
     "POOL_LABEL",
     "Flavor",
     "Scenario",
+    "gpu_job",
     "gpu_pod",
     "pod_template",
     "scenario",
@@ -266,6 +267,19 @@ def gpu_pod(name: str, gpus: int = 1, labels: Mapping[str, str] | None = None) -
             "resourceClaims": claims,
         },
     }
+
+
+def gpu_job(
+    name: str, parallelism: int = 1, completions: int | None = None, gpus: int = 1
+) -> dict[str, Any]:
+    """A Job of `completions` (default: `parallelism`) pods, `parallelism` at a time, each with
+    `gpus` claims from the scenario's one-GPU template; pods never retry (no kubelet fails them
+    anyway)."""
+    template = pod_template(gpus)
+    template["spec"]["restartPolicy"] = "Never"
+    spec = {"parallelism": parallelism, "completions": completions or parallelism,
+            "backoffLimit": 0, "template": template}  # fmt: skip
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": spec}
 
 
 def pod_template(gpus: int = 1) -> dict[str, Any]:

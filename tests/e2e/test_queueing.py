@@ -18,30 +18,11 @@ import yaml
 
 from quota.waiting import ADMISSION_GATE, GROUP_LABEL, GROUP_TOTAL_ANNOTATION
 from tests.e2e.cluster import Draquota, Replica, eventually
-from tests.e2e.objects import POOL_LABEL, Flavor, Scenario, gpu_pod, scenario
+from tests.e2e.objects import POOL_LABEL, Flavor, Scenario, gpu_job, gpu_pod, scenario
 
 pytestmark = pytest.mark.e2e
 
 LEASE = "draquota-queueing"
-
-
-def _queueing(s: Scenario, strategy: str = "BestEffortFIFO") -> Scenario:
-    patch = {"spec": {"whenFull": "Queue", "queueingStrategy": strategy}}
-    s.cluster.kubectl("patch", "clusterqueue", s.name, "--type", "merge", "-p", json.dumps(patch))
-    # every replica gates a pod of this queue before the scenario starts (the API server
-    # spreads server dry runs over the replicas)
-    for _ in range(3):
-        eventually(lambda: _gated_on_dry_run(s), timeout=60)
-    return s
-
-
-def _gated_on_dry_run(s: Scenario) -> bool:
-    out = s.cluster.kubectl(
-        "create", "-n", s.namespace, "-f", "-", "--dry-run=server", "-o", "json",
-        stdin=yaml.safe_dump(gpu_pod("probe", 1)), check=False,
-    )  # fmt: skip
-    gates = json.loads(out.stdout)["spec"].get("schedulingGates", []) if out.returncode == 0 else []
-    return {"name": ADMISSION_GATE} in gates
 
 
 def _create(s: Scenario, *pods: dict[str, Any]) -> None:
@@ -98,7 +79,7 @@ def _delete(s: Scenario, name: str) -> None:
 
 @pytest.fixture(scope="module")
 def fifo(draquota_cluster: Draquota) -> Scenario:
-    return _queueing(scenario(draquota_cluster, "e2e-queue", Flavor("q", 4, {"e2e-queue-1": 8})))
+    return scenario(draquota_cluster, "e2e-queue", Flavor("q", 4, {"e2e-queue-1": 8})).queueing()
 
 
 def test_six_two_gpu_pods_at_once_two_run_four_wait_gated_holding_nothing(fifo: Scenario) -> None:
@@ -175,7 +156,7 @@ def _member(name: str, group: str, total: int) -> dict[str, Any]:
 
 
 def test_a_pod_group_of_three_starts_only_when_all_three_fit(draquota_cluster: Draquota) -> None:
-    s = _queueing(scenario(draquota_cluster, "e2e-group", Flavor("g", 3, {"e2e-group-1": 8})))
+    s = scenario(draquota_cluster, "e2e-group", Flavor("g", 3, {"e2e-group-1": 8})).queueing()
     _create(s, gpu_pod("single", 1))
     eventually(lambda: _running(s) == ["single"], timeout=60)
     _create(s, _member("trio-0", "trio", 3), _member("trio-1", "trio", 3))
@@ -205,7 +186,7 @@ def _leader(installed: Draquota) -> Replica:
 def test_killing_the_leader_hands_the_queue_over_without_double_admission(
     draquota_cluster: Draquota,
 ) -> None:
-    s = _queueing(scenario(draquota_cluster, "e2e-lease", Flavor("l", 2, {"e2e-lease-1": 8})))
+    s = scenario(draquota_cluster, "e2e-lease", Flavor("l", 2, {"e2e-lease-1": 8})).queueing()
     replica = eventually(lambda: _leader(draquota_cluster), timeout=30)
     with draquota_cluster.disrupted():
         _lose_the_leader(s, draquota_cluster, replica)
@@ -225,18 +206,6 @@ def _lose_the_leader(s: Scenario, draquota_cluster: Draquota, replica: Replica) 
         draquota_cluster.restart(replica)
 
 
-def _job(name: str, gpus: int) -> dict[str, Any]:
-    pod = gpu_pod("unused", gpus)
-    pod["spec"]["restartPolicy"] = "Never"
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0,
-                 "template": {"metadata": {"labels": {"app": "e2e"}}, "spec": pod["spec"]}},
-    }  # fmt: skip
-
-
 def _counts(status: dict[str, Any]) -> tuple[int, int]:
     """(admitted, pending) of a LocalQueue's status."""
     return status.get("admittedWorkloads", 0), status.get("pendingWorkloads", 0)
@@ -251,9 +220,9 @@ def _jobs(s: Scenario) -> dict[str, bool]:
 def test_six_two_gpu_jobs_two_run_four_wait_suspended_and_the_next_starts_in_order(
     draquota_cluster: Draquota,
 ) -> None:
-    s = _queueing(scenario(draquota_cluster, "e2e-qjobs", Flavor("j", 4, {"e2e-qjobs-1": 8})))
+    s = scenario(draquota_cluster, "e2e-qjobs", Flavor("j", 4, {"e2e-qjobs-1": 8})).queueing()
     for i in range(6):
-        _create(s, _job(f"job-{i}", 2))
+        _create(s, gpu_job(f"job-{i}", gpus=2))
         time.sleep(1.1)  # creation timestamps have whole seconds: one apart keeps the order
 
     def two_run() -> bool:

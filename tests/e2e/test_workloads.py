@@ -10,24 +10,13 @@ import pytest
 import yaml
 
 from tests.e2e.cluster import Draquota, eventually
-from tests.e2e.objects import Flavor, Scenario, gpu_pod, pod_template, scenario
+from tests.e2e.objects import Flavor, Scenario, gpu_job, gpu_pod, pod_template, scenario
 
 pytestmark = pytest.mark.e2e
 
 
 def _apply(s: Scenario, obj: dict) -> None:
     s.cluster.apply(yaml.safe_dump(obj), "-n", s.namespace)
-
-
-def _job(name: str, parallelism: int, gpus: int = 1) -> dict:
-    template = pod_template(gpus)
-    template["spec"]["restartPolicy"] = "Never"
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {"parallelism": parallelism, "completions": parallelism, "template": template},
-    }
 
 
 def _deployment(name: str, replicas: int) -> dict:
@@ -60,7 +49,7 @@ def deployments(draquota_cluster: Draquota) -> Scenario:
 
 
 def test_job_pods_with_generated_names_are_admitted_charged_and_scheduled(jobs: Scenario) -> None:
-    _apply(jobs, _job("sweep", 3))
+    _apply(jobs, gpu_job("sweep", 3))
     pods = eventually(lambda: (p := jobs.pods("job-name=sweep")) and len(p) == 3 and p, timeout=60)
     assert all(p["metadata"]["name"].startswith("sweep-") for p in pods)
     assert all(_charged(p) for p in pods)
@@ -73,7 +62,7 @@ def test_job_pods_with_generated_names_are_admitted_charged_and_scheduled(jobs: 
 
 
 def test_job_that_can_never_fit_is_denied_at_submit(jobs: Scenario) -> None:
-    job = _job("too-wide", 5)
+    job = gpu_job("too-wide", 5)
     applied = jobs.cluster.kubectl(
         "apply", "-n", jobs.namespace, "-f", "-", stdin=yaml.safe_dump(job), check=False
     )
