@@ -433,6 +433,7 @@ def _measure(args: argparse.Namespace, size: Size, work: Path, api_url: str) -> 
         PYTHON, "-m", "webhook.cli", "serve", "--kubeconfig", str(kubeconfig),
         "--cert-dir", str(certs), "--host", "127.0.0.1", "--port", str(port),
         "--log-level", "WARNING",
+        "--metrics-auth", "none",  # the bench scrapes its latency histogram without a token
     ]  # fmt: skip
     if args.config:
         command += ["--config", str(args.config)]

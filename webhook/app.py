@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import orjson
-from fastapi import FastAPI, Response
+from fastapi import FastAPI, Request, Response
 
 from quota.flavorfilter import Placer
 from quota.settings import Settings
@@ -23,6 +23,7 @@ from webhook.admission import AdmissionRequest, BadReview, Outcome, parse_review
 from webhook.admit import Admission
 from webhook.asgi import Answer, BadBody, Receive, Scope, WebhookApp, json_answer, read_body
 from webhook.backend import Backend, Ledger
+from webhook.kube.metricsauth import Verdict
 from webhook.metrics import Metrics, queue_label, reason_label, resource_label
 from webhook.placementcache import CachedPlacer
 from webhook.runner import AdmissionRunner
@@ -60,12 +61,16 @@ def create_app(
     certs_ready: Callable[[], bool] = lambda: True,
     max_body_bytes: int = MAX_BODY_BYTES,
     require_client_cert: bool = False,
+    metrics_auth: Callable[[str | None], Verdict] | None = None,
 ) -> WebhookApp:
     """The webhook app over this cluster view and ledger (SPEC §6).
 
     With `require_client_cert`, /mutate and /validate answer only TLS peers that
     presented a verified client certificate (the API server's, see
     docs/operations.md): nobody else can make draquota hold quota.
+
+    With `metrics_auth`, /metrics answers only when it says so for the request's
+    Authorization header (`webhook.kube.metricsauth`); without, it is open (embedded mode).
     """
     metrics = metrics or Metrics()
     metrics.watch(backend, ledger, settings)
@@ -190,11 +195,23 @@ def create_app(
         return _json(200 if ready else 503, {"ready": ready, "reason": why})
 
     @app.get("/metrics")
-    async def prometheus() -> Response:
+    async def prometheus(request: Request) -> Response:
+        if metrics_auth is not None:
+            # A cache miss asks the API server (blocking): off the loop, as the render.
+            answer = await runner.side(metrics_auth, request.headers.get("authorization"))
+            if not answer.allowed:
+                return _refused(answer)
         # Rendering reads usage under the ledger's lock: never on the event loop.
         return Response(await runner.side(metrics.render), media_type=metrics.content_type)
 
     return app
+
+
+def _refused(answer: Verdict) -> Response:
+    response = _json(answer.code, {"error": answer.reason, "code": answer.code})
+    if answer.code == 401:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="draquota"'
+    return response
 
 
 def _record(

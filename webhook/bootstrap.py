@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -19,6 +20,7 @@ from typing import Any, Protocol
 from quota.placement import make_placer
 from quota.settings import Settings
 from webhook.backend import Backend, Ledger, MemoryLedger
+from webhook.kube.metricsauth import Verdict
 from webhook.metrics import Metrics
 from webhook.placementcache import CachedPlacer
 from webhook.statedir import StateDirBackend
@@ -61,11 +63,12 @@ class InOrder:
 
 @dataclass(frozen=True)
 class Wiring:
-    """What the app decides with."""
+    """What the app decides with; `metrics_auth` (None: /metrics is open) who may scrape."""
 
     backend: Backend
     ledger: Ledger
     placer: CachedPlacer
+    metrics_auth: Callable[[str | None], Verdict] | None = None
 
 
 def cached_placer(backend: Backend) -> CachedPlacer:
@@ -78,15 +81,23 @@ def embedded(backend: StateDirBackend, settings: Settings) -> Wiring:
 
 
 def live(
-    kubeconfig: Path | None, in_cluster: bool, settings: Settings, metrics: Metrics
+    kubeconfig: Path | None,
+    in_cluster: bool,
+    settings: Settings,
+    metrics: Metrics,
+    *,
+    metrics_auth: bool = True,
 ) -> Wiring | str:
     """A live cluster: informers, the QuotaLedger, queue status, the placement index warmed
-    before ready, and the Lease-elected queueing controller. A string says why not."""
+    before ready, and the Lease-elected queueing controller; with `metrics_auth`, /metrics
+    for whom the API server allows (TokenReview + SubjectAccessReview). A string says why not.
+    """
     try:
         from certs.kube import api_client
         from webhook.kube.backend import KubeBackend
         from webhook.kube.client import KubeClient
         from webhook.kube.ledger import ClusterLedger
+        from webhook.kube.metricsauth import MetricsAuth
         from webhook.kube.queuestatus import QueueStatusWriter
         from webhook.kube.warmup import WarmUp
     except ImportError as exc:
@@ -114,7 +125,8 @@ def live(
             *_queueing(client, backend, ledger, settings, placer, metrics),
         )
     )
-    return Wiring(backend, ledger, placer)
+    auth = MetricsAuth(client).check if metrics_auth else None
+    return Wiring(backend, ledger, placer, auth)
 
 
 def _queueing(

@@ -7,7 +7,9 @@ docs/operations.md tells an admin for a webhook served outside the cluster: rend
 `draquota certs generate`, publish the CA with `draquota certs inject`, and run
 `draquota serve --kubeconfig` as several replicas with the ServiceAccount's token (so the
 shipped RBAC is what they get) behind a round-robin TCP proxy on 127.0.0.1, the address
-the webhook configurations name.
+the webhook configurations name. Their /metrics answers only a reader the API server allows:
+`install()` binds a ServiceAccount to `draquota-metrics-reader` (manifests/monitoring/) as an
+admin binds Prometheus's, and `Replica.get("/metrics")` and `Replica.metric` send its token.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ __all__ = [
     "RoundRobinProxy",
     "eventually",
     "free_port",
+    "grant_metrics_reader",
     "install",
     "k8s_dir",
     "missing_reason",
@@ -58,6 +61,8 @@ OVERLAY_URL = "https://127.0.0.1:8443/"
 KUBECTL = os.environ.get("KUBECTL", "kubectl")
 NAMESPACE = "draquota-system"
 SERVICE_ACCOUNT = "draquota"
+METRICS_READER = "metrics-reader"  # a ServiceAccount bound to draquota-metrics-reader
+READER_ROLE = REPO / "manifests" / "monitoring" / "metrics-reader.yaml"
 
 
 # The API server's counters of admission calls that went wrong (not denials: those are
@@ -397,10 +402,20 @@ class RoundRobinProxy:
 
 
 class Replica:
-    """One `draquota serve --kubeconfig` process on its own port."""
+    """One `draquota serve --kubeconfig` process on its own port; `metrics_token` is what
+    `get("/metrics")` sends (a token of a ServiceAccount bound to draquota-metrics-reader)."""
 
-    def __init__(self, workdir: Path, kubeconfig: Path, certs: Path, config: Path, index: int):
+    def __init__(
+        self,
+        workdir: Path,
+        kubeconfig: Path,
+        certs: Path,
+        config: Path,
+        index: int,
+        metrics_token: str | None = None,
+    ):
         self.index = index
+        self.metrics_token = metrics_token
         self.port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"
         self.args = [
@@ -428,9 +443,13 @@ class Replica:
         context = ssl.create_default_context(cafile=str(self.certs / "ca.crt"))
         return httpx.Client(base_url=self.url, verify=context, timeout=10)
 
-    def get(self, path: str) -> httpx.Response:
+    def get(self, path: str, token: str | None = None) -> httpx.Response:
+        """GET `path` with `token` as bearer token (for /metrics, the reader's by default)."""
+        if token is None and path.startswith("/metrics"):
+            token = self.metrics_token
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
         with self.client() as http:
-            return http.get(path)
+            return http.get(path, headers=headers)
 
     def ready(self) -> bool:
         try:
@@ -578,6 +597,23 @@ def _config_from(manifests: str) -> str:
     raise AssertionError("the overlay renders no ConfigMap draquota-config")
 
 
+def grant_metrics_reader(cluster: ControlPlane) -> str:
+    """A token of a ServiceAccount bound to draquota-metrics-reader, as docs/operations.md
+    says to bind Prometheus's (the role from manifests/monitoring/, not its example binding)."""
+    role = next(
+        doc
+        for doc in yaml.safe_load_all(READER_ROLE.read_text(encoding="utf-8"))
+        if doc and doc["kind"] == "ClusterRole"
+    )
+    cluster.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(role))
+    cluster.kubectl("create", "serviceaccount", METRICS_READER, "-n", NAMESPACE)
+    cluster.kubectl(
+        "create", "clusterrolebinding", f"draquota-metrics-reader-{METRICS_READER}",
+        "--clusterrole=draquota-metrics-reader", f"--serviceaccount={NAMESPACE}:{METRICS_READER}",
+    )  # fmt: skip
+    return cluster.token(METRICS_READER, NAMESPACE)
+
+
 def install(cluster: ControlPlane, workdir: Path, replicas: int = 3) -> Draquota:
     """Install draquota as docs/operations.md says, serving from `replicas` local processes."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -601,7 +637,10 @@ def install(cluster: ControlPlane, workdir: Path, replicas: int = 3) -> Draquota
     kubeconfig = cluster.token_kubeconfig(
         workdir / "sa.kubeconfig", SERVICE_ACCOUNT, NAMESPACE, f"https://127.0.0.1:{api_proxy.port}"
     )
-    running = [Replica(workdir, kubeconfig, certs, config, i).start() for i in range(replicas)]
+    reader = grant_metrics_reader(cluster)
+    running = [
+        Replica(workdir, kubeconfig, certs, config, i, reader).start() for i in range(replicas)
+    ]
     proxy = RoundRobinProxy([r.port for r in running], proxy_port).start()
     installed = Draquota(
         cluster, workdir, certs, config, kubeconfig, proxy, api_proxy, running, manifests

@@ -6,6 +6,8 @@ precondition, 409 Conflict) and DELETE for the resources in `store.RESOURCES`.
 Objects of resource.k8s.io are stored as given (no version conversion); only the
 configured versions are served.
 
+TokenReviews and SubjectAccessReviews are answered by `reviews` (tests/fakeapi/reviews.py).
+
 Fault injection for tests: `break_watches()`, `force_gone()`, `unreachable("reset" |
 "hang")` / `reachable()`, and `latency` seconds added to every response.
 """
@@ -23,6 +25,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.fakeapi.reviews import REVIEW_PATHS, Reviews
 from tests.fakeapi.store import RESOURCES, ApiError, Obj, Resource, Store
 
 __all__ = ["FakeApiServer"]
@@ -123,6 +126,7 @@ class FakeApiServer:
         port: int = 0,
     ) -> None:
         self.store = Store()
+        self.reviews = Reviews()  # TokenReview and SubjectAccessReview answers
         self.resource_versions = tuple(resource_versions)
         self.bookmark_interval = bookmark_interval
         self.latency = 0.0
@@ -219,6 +223,8 @@ class FakeApiServer:
 
     def route(self, h: _Handler, method: str, path: str, query: dict[str, str]) -> None:
         self.calls.append((method, path))
+        if method == "POST" and path in REVIEW_PATHS:
+            return h._send(201, self.reviews.answer(path, h._body()))
         parts = [p for p in path.split("/") if p]
         if parts == ["api"]:
             return h._send(200, {"kind": "APIVersions", "versions": ["v1"]})

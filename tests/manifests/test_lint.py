@@ -44,6 +44,8 @@ ALLOWED = {
     ("draquota.io", "localqueues/status"): {"update", "patch"},
     ("", "secrets"): {"get", "update", "patch"},
     ("coordination.k8s.io", "leases"): {"get", "create", "update"},
+    ("authentication.k8s.io", "tokenreviews"): {"create"},  # who scrapes /metrics
+    ("authorization.k8s.io", "subjectaccessreviews"): {"create"},  # and whether they may
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): {"get", "update", "patch"},
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): {
         "get",

@@ -274,6 +274,19 @@ def test_live_modes_require_a_cert_dir(tmp_path: Path) -> None:
     assert "--cert-dir is required" in done.stderr
 
 
+def test_metrics_auth_by_the_api_server_needs_a_live_cluster(tmp_path: Path) -> None:
+    args = ["serve", "--state", str(tmp_path), "--metrics-auth", "kubernetes"]
+    done = subprocess.run(
+        [sys.executable, "-m", "webhook.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "--metrics-auth=kubernetes needs a live cluster" in done.stderr
+
+
 def test_shutdown_closes_idle_keep_alive_connections(server: Server) -> None:
     raw = socket.create_connection(("127.0.0.1", server.port))
     client = server.context().wrap_socket(raw, server_hostname="localhost")

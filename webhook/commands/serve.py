@@ -5,6 +5,8 @@
   draquota serve --in-cluster --cert-dir DIR                 in a pod (rotates its certificate)
 
 Serves POST /mutate and /validate (AdmissionReview v1), GET /healthz, /readyz, /metrics.
+On a live cluster /metrics answers only clients the API server allows to `get /metrics`
+(`--metrics-auth=kubernetes`, the default there); `--state` serves it without.
 """
 
 from __future__ import annotations
@@ -50,6 +52,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="answer admission requests only from TLS clients whose certificate this CA signed "
         "(the API server's webhook client certificate, docs/operations.md)",
+    )
+    parser.add_argument(
+        "--metrics-auth",
+        choices=("kubernetes", "none"),
+        metavar="MODE",
+        help="who may GET /metrics: 'kubernetes' (default with --kubeconfig and --in-cluster) "
+        "asks the API server (TokenReview, SubjectAccessReview) about the bearer token; 'none' "
+        "answers anyone (the default with --state; on a live cluster for tests and dev only)",
     )
     parser.add_argument(
         "--host", default="0.0.0.0", metavar="H", help="address to listen on (default 0.0.0.0)"
@@ -125,6 +135,13 @@ def run(args: argparse.Namespace) -> int:
         why = "not a directory" if args.state.exists() else "no such file or directory"
         print(f"draquota serve: --state {args.state}: {why}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.state is not None and args.metrics_auth == "kubernetes":
+        print(
+            "draquota serve: --metrics-auth=kubernetes needs a live cluster "
+            "(--kubeconfig or --in-cluster): with --state there is no API server to ask",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
     state_backend: StateDirBackend | None = None
     if args.state is not None:  # read and check the manifests before making a certificate
         state_backend = StateDirBackend(args.state, watch_interval=args.watch_interval)
@@ -147,7 +164,8 @@ def run(args: argparse.Namespace) -> int:
     if state_backend is not None:
         wiring: Wiring | str = embedded(state_backend, settings)
     else:
-        wiring = live(args.kubeconfig, args.in_cluster, settings, metrics)
+        authorize = args.metrics_auth != "none"
+        wiring = live(args.kubeconfig, args.in_cluster, settings, metrics, metrics_auth=authorize)
     if isinstance(wiring, str):
         print(f"draquota serve: {wiring}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -159,6 +177,7 @@ def run(args: argparse.Namespace) -> int:
         metrics=metrics,
         certs_ready=lambda: reloader.loaded,
         require_client_cert=args.client_ca is not None,
+        metrics_auth=wiring.metrics_auth,
     )
     server = webhook_server(app, args.host, args.port, context, reloader)
     gc.collect()

@@ -49,6 +49,9 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+SCRAPER = "scraper-token"  # a token the fake API server's TokenReview accepts
+
+
 class Replica:
     """One `draquota serve` process on its own port."""
 
@@ -104,7 +107,8 @@ class Replica:
                 self.process.wait(DEADLINE)
 
     def usage(self) -> float:
-        text = self.http.get("/metrics").text
+        # live replicas answer /metrics only to a reader the API server allows (the fixture's)
+        text = self.http.get("/metrics", headers={"Authorization": f"Bearer {SCRAPER}"}).text
         labels = f'cluster_queue="{QUEUE}",flavor="default",resource="gpu"'
         pattern = rf"draquota_queue_usage{{{labels}}} (\S+)"
         found = re.search(pattern, text)
@@ -169,6 +173,8 @@ def load(
 def replicas(api: FakeApiServer, kubeconfig: Path, tmp_path: Path) -> Iterator[list[Replica]]:
     for obj in cluster_objects(QUOTA):
         api.create(obj)
+    api.reviews.token(SCRAPER, "system:serviceaccount:monitoring:prometheus")
+    api.reviews.allow("system:serviceaccount:monitoring:prometheus", "/metrics")
     certs = tmp_path / "certs"
     write_material(
         certs, issue(ServingSpec(dns_names=("localhost",), ips=("127.0.0.1",)), datetime.now(UTC))
