@@ -24,6 +24,7 @@ __all__ = [
     "POOL_LABEL",
     "Flavor",
     "Scenario",
+    "gpu_deployment",
     "gpu_job",
     "gpu_pod",
     "pod_template",
@@ -280,6 +281,15 @@ def gpu_job(
     spec = {"parallelism": parallelism, "completions": completions or parallelism,
             "backoffLimit": 0, "template": template}  # fmt: skip
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name}, "spec": spec}
+
+
+def gpu_deployment(name: str, replicas: int, gpus: int = 1) -> dict[str, Any]:
+    """A Deployment of `replicas` pods labelled `app: NAME`, each with `gpus` one-GPU claims."""
+    template = pod_template(gpus)
+    template["metadata"]["labels"] = {"app": name}
+    spec = {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+            "template": template}  # fmt: skip
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name}, "spec": spec}
 
 
 def pod_template(gpus: int = 1) -> dict[str, Any]:

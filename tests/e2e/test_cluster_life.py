@@ -27,7 +27,15 @@ from kubernetes import config as k8s_config
 from quota.waiting import ADMISSION_GATE
 from tests.e2e.cluster import Draquota, eventually
 from tests.e2e.kubelet import FakeKubelet
-from tests.e2e.objects import IMAGE, Flavor, Scenario, gpu_job, gpu_pod, pod_template, scenario
+from tests.e2e.objects import (
+    IMAGE,
+    Flavor,
+    Scenario,
+    gpu_deployment,
+    gpu_job,
+    gpu_pod,
+    scenario,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -195,14 +203,6 @@ def test_a_namespace_user_labels_annotates_and_patches_any_pod(
 # ------------------------------------------------------------------- workloads
 
 
-def _deployment(name: str, replicas: int) -> dict[str, Any]:
-    template = pod_template(1)
-    template["metadata"]["labels"] = {"app": name}
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                     "template": template}}  # fmt: skip
-
-
 def _editor(tmp: Path, old: str, new: str) -> dict[str, str]:
     """KUBE_EDITOR for `kubectl edit`: a script that changes one line as a person would."""
     script = tmp / "editor.sh"
@@ -230,7 +230,7 @@ def test_a_user_edits_a_deployments_replicas_and_rolls_it_out(
 ) -> None:
     s = targets
     _kubectl(s, alice, "apply", "-n", s.namespace, "-f", "-",
-             stdin=yaml.safe_dump(_deployment("web", 1)))  # fmt: skip
+             stdin=yaml.safe_dump(gpu_deployment("web", 1)))  # fmt: skip
     _running(s, s.namespace, "app=web", 1)
     editor = _editor(tmp_path, "  replicas: 1", "  replicas: 3")
     _kubectl(s, alice, "edit", "deployment", "web", "-n", s.namespace, env=editor)
@@ -250,7 +250,7 @@ def test_a_user_edits_a_deployments_replicas_and_rolls_it_out(
 
 
 def _replicaset(name: str, replicas: int) -> dict[str, Any]:
-    rs = _deployment(name, replicas)
+    rs = gpu_deployment(name, replicas)
     rs["kind"] = "ReplicaSet"
     return rs
 
@@ -293,7 +293,7 @@ def test_a_user_deletes_a_deployment_with_each_propagation_policy(
     s = targets
     name = f"gone-{cascade}"
     _kubectl(s, alice, "create", "-n", s.namespace, "-f", "-",
-             stdin=yaml.safe_dump(_deployment(name, 1)))  # fmt: skip
+             stdin=yaml.safe_dump(gpu_deployment(name, 1)))  # fmt: skip
     _running(s, s.namespace, f"app={name}", 1)
     _kubectl(s, alice, "delete", "deployment", name, "-n", s.namespace, f"--cascade={cascade}",
              "--wait=true", "--timeout=90s", timeout=120)  # fmt: skip
@@ -305,7 +305,7 @@ def test_a_user_deletes_a_deployment_with_each_propagation_policy(
 
 
 def _statefulset(name: str, replicas: int) -> dict[str, Any]:
-    sts = _deployment(name, replicas)
+    sts = gpu_deployment(name, replicas)
     sts["kind"] = "StatefulSet"
     sts["spec"]["serviceName"] = name
     return sts

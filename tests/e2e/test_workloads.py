@@ -10,28 +10,20 @@ import pytest
 import yaml
 
 from tests.e2e.cluster import Draquota, eventually
-from tests.e2e.objects import Flavor, Scenario, gpu_job, gpu_pod, pod_template, scenario
+from tests.e2e.objects import (
+    Flavor,
+    Scenario,
+    gpu_deployment,
+    gpu_job,
+    gpu_pod,
+    scenario,
+)
 
 pytestmark = pytest.mark.e2e
 
 
 def _apply(s: Scenario, obj: dict) -> None:
     s.cluster.apply(yaml.safe_dump(obj), "-n", s.namespace)
-
-
-def _deployment(name: str, replicas: int) -> dict:
-    template = pod_template()
-    template["metadata"]["labels"] = {"app": name}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {
-            "replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": template,
-        },
-    }
 
 
 def _charged(pod: dict) -> bool:
@@ -77,7 +69,7 @@ def test_job_that_can_never_fit_is_denied_at_submit(jobs: Scenario) -> None:
 
 
 def test_deployment_scaled_past_quota_gets_only_the_pods_that_fit(deployments: Scenario) -> None:
-    _apply(deployments, _deployment("web", 2))
+    _apply(deployments, gpu_deployment("web", 2))
     eventually(lambda: len(deployments.pods("app=web")) == 2, timeout=60)
     deployments.cluster.kubectl("scale", "deployment/web", "--replicas=5", "-n", "e2e-deploy")
     # the ReplicaSet controller keeps trying; draquota denies every pod past the quota of 3
