@@ -36,6 +36,7 @@ from quota.routing import route_of, subject_of
 from quota.settings import Settings
 from quota.usage import Usage
 from quota.verdict import Decision, Verdict, deny, refusal
+from quota.waiting import group_of
 from quota.workloads import Workload, as_workload
 
 __all__ = [
@@ -128,8 +129,14 @@ def _prepare(
 
 def _decide_workload(c: Prepared, queued: bool = False) -> Decision:
     """A pod-template workload: can its pods (a Job: those running at once) ever fit? With
-    `queued`, a pod that will wait in its queue: can it ever fit there?"""
+    `queued`, a pod that will wait in its queue: can it ever fit there, with all the pods of
+    its group (`draquota.io/pod-group-total-count` of them, each charged as this one)? A
+    group that never fits would wait forever: its pods are denied as they are created."""
     warnings = list(c.warnings)
+    pods, subject = max(1, c.workload.pods), c.subject
+    group = group_of(c.workload.pod) if queued and c.workload.kind == "Pod" else None
+    if group is not None and group[1] > 1:
+        pods, subject = group[1], f"{subject}: pod group {group[0]} of {group[1]} pods"
     assignment = assign_flavors(
         c.table,
         c.route.queue,
@@ -137,13 +144,13 @@ def _decide_workload(c: Prepared, queued: bool = False) -> Decision:
         c.charged.per_pod,
         c.charged.shared,
         flavor_filter=c.flavor_filter(warnings),
-        pods=max(1, c.workload.pods),
+        pods=pods,
         capacity_only=True,
         asked=c.charged.asked,
     )
     name = c.route.local.name
     if not assignment.ok:
-        return deny("QuotaExceeded", exceeds(c.subject, c.route, assignment), queue=name)
+        return deny("QuotaExceeded", exceeds(subject, c.route, assignment), queue=name)
     if waiting := c.busy_warning(None):
         warnings.append(waiting)
     notes = tuple(sorted(set(warnings)))

@@ -34,6 +34,7 @@ __all__ = [
     "Wait",
     "Waiting",
     "admit_in_order",
+    "group_of",
     "is_gated",
     "local_queue_key",
     "waiting_among",
@@ -89,6 +90,24 @@ class Waiting:
 def _group(pod: Obj) -> str:
     value = _mapping(_mapping(pod.get("metadata")).get("labels")).get(GROUP_LABEL)
     return value if isinstance(value, str) else ""
+
+
+def group_of(pod: Obj) -> tuple[str, int] | None:
+    """The group a pod belongs to, `ns/name`, and its total count from the pod's own
+    annotation; None for a pod of no group or one whose annotation is not a valid count
+    (the controller then says why the group cannot start)."""
+    name = _group(pod)
+    if not name:
+        return None
+    metadata = _mapping(pod.get("metadata"))
+    raw = _mapping(metadata.get("annotations")).get(GROUP_TOTAL_ANNOTATION)
+    try:
+        total = int(raw) if isinstance(raw, str) and len(raw) < 16 else 0
+    except ValueError:
+        return None
+    if not 1 <= total <= _MAX_GROUP:
+        return None
+    return f"{metadata.get('namespace') or 'default'}/{name}", total
 
 
 def local_queue_key(obj: Obj) -> str:

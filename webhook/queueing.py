@@ -6,9 +6,11 @@ ClusterQueue
 (`quota.waiting`), and admits what fits through the same ledger as the validating
 webhook: the same decision, the same record keyed by the pod's UID, the same
 compare-and-swap on the QuotaLedger, so queued admissions and webhook admissions
-never over-commit together. A pod group is admitted all or nothing: its pods'
-records are written one by one and released again if one does not fit, before any
-gate is removed. Only then does the writer add each pod's flavor nodeSelector and
+never over-commit together. A pod group is admitted all or nothing: it is decided as a
+whole in memory first, and only a group that fits has its pods' records written, one by
+one, released again if one no longer fits (usage changed meanwhile), before any gate is
+removed: a group that waits writes nothing, however many passes it waits (a Job that
+does not fit neither). Only then does the writer add each pod's flavor nodeSelector and
 remove the gate (the validating webhook lets only a recorded pod lose its gate). A
 Job is recorded as one charge for the pods it runs at once, under the Job's UID, then
 unsuspended with its flavor's nodeSelector in its pod template; its pods, which only
@@ -32,12 +34,13 @@ from typing import Protocol
 from certs.periodic import Periodic
 from quota.charging import node_selector_of
 from quota.cluster import Obj
-from quota.decision import Prepared, conclude, conclude_group, conclude_job, prepare
+from quota.decision import Prepared, conclude, conclude_job, prepare
 from quota.derived import DerivedCache
 from quota.flavorfilter import Placer
 from quota.livepods import pod_key, pod_uid
 from quota.queuetable import QueueTable, queue_table
 from quota.settings import Settings
+from quota.together import Member, conclude_in_turn
 from quota.verdict import Decision
 from quota.waiting import Waiting, admit_in_order, waiting_in
 from webhook.backend import Backend, Ledger
@@ -160,16 +163,31 @@ class QueueController:
         return True
 
     def _admit(self, workload: Waiting, done: QueuePass) -> str:
-        """Record every pod of the workload, or none; then ungate them. "" or why it waits."""
+        """Record every pod of the workload, or none; then ungate them. "" or why it waits.
+
+        The group is decided in memory first (`conclude_in_turn`): one that does not fit
+        writes nothing, however many passes it waits."""
         if workload.kind == "Job":
             return self._admit_job(workload, done)
+        members = [Member(pod_uid(p), pod_key(p), self._prepare(p)) for p in workload.pods]
+        first = members[0]
+        ahead = self.ledger.admit(
+            first.uid,
+            lambda usage: conclude_in_turn(members, usage, workload.subject),
+            True,  # decided only: nothing is written
+            first.holder,
+            existing=True,
+            cluster_queue=workload.cluster_queue,
+        )
+        if not ahead.allowed or ahead.charge is None:
+            return ahead.shortfall or ahead.message
         recorded: list[tuple[Obj, Decision]] = []
-        for pod in workload.pods:
-            decision = self._record(pod)
-            if not decision.allowed or decision.charge is None:
+        for pod, member in zip(workload.pods, members, strict=True):
+            decision = self._record(member)
+            if not decision.allowed or decision.charge is None:  # usage changed meanwhile
                 if recorded:
                     self.ledger.release([pod_uid(p) for p, _ in recorded])
-                return self._group_shortfall(workload) or decision.shortfall or decision.message
+                return decision.shortfall or decision.message
             recorded.append((pod, decision))
         message = f"admitted by ClusterQueue {workload.cluster_queue}"
         ungated = [p for p, d in recorded if self.writer.admit(p, d.node_selector, message)]
@@ -181,37 +199,25 @@ class QueueController:
             self._observe(workload)
         return ""
 
-    def _group_shortfall(self, workload: Waiting) -> str:
-        """What a pod group lacks as a whole ("" for a single pod, or when that is not what
-        stops it): `requested 3` for three one-GPU pods, not the one pod that did not fit."""
-        if len(workload.pods) < 2:
-            return ""
-        prepared = [self._prepare(pod) for pod in workload.pods]
-        pods = [p for p in prepared if isinstance(p, Prepared)]
-        if len(pods) < len(prepared):
-            return ""
-        group = self.ledger.admit(
-            pod_uid(workload.pods[0]),
-            lambda usage: conclude_group(pods, usage, workload.subject),
-            True,
-            pod_key(workload.pods[0]),
-            existing=True,
-            cluster_queue=workload.cluster_queue,
-        )
-        return group.shortfall
-
     def _admit_job(self, workload: Waiting, done: QueuePass) -> str:
-        """Record the Job's pods running at once as one charge, then unsuspend it."""
+        """Record the Job's pods running at once as one charge, then unsuspend it. A Job that
+        does not fit is decided only: nothing is written."""
         (job,) = workload.pods
         prepared = self._prepare(job)
-        decision = self.ledger.admit(
-            pod_uid(job),
-            lambda usage: conclude_job(prepared, usage),
-            False,
-            job_holder(workload.key),  # its holder: a pod of the Job's name is another holder
-            existing=True,  # the Job is cached: its record counts with it, never on its own
-            cluster_queue=workload.cluster_queue,
-        )
+
+        def decide(dry_run: bool) -> Decision:
+            return self.ledger.admit(
+                pod_uid(job),
+                lambda usage: conclude_job(prepared, usage),
+                dry_run,
+                job_holder(workload.key),  # its holder: a pod of the Job's name is another one
+                existing=True,  # the Job is cached: its record counts with it, never on its own
+                cluster_queue=workload.cluster_queue,
+            )
+
+        decision = decide(dry_run=True)
+        if decision.allowed and decision.charge is not None:
+            decision = decide(dry_run=False)
         if not decision.allowed or decision.charge is None:
             return decision.shortfall or decision.message
         message = f"admitted by ClusterQueue {workload.cluster_queue}"
@@ -231,13 +237,13 @@ class QueueController:
         state, settings, placer = self.backend.state, self.settings, self.placer
         return prepare(obj, state, settings, placer, "CREATE", cache=self._cache)
 
-    def _record(self, pod: Obj) -> Decision:
-        prepared = self._prepare(pod)
+    def _record(self, member: Member) -> Decision:
+        prepared = member.prepared
         return self.ledger.admit(
-            pod_uid(pod),
+            member.uid,
             lambda usage: conclude(prepared, usage, enqueue=False),
             False,
-            pod_key(pod),
+            member.holder,
             existing=True,  # the gated pod is cached; a retry leaves its own record out
             cluster_queue=prepared.route.queue.name if isinstance(prepared, Prepared) else "",
         )

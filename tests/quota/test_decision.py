@@ -329,3 +329,68 @@ def test_denial_of_a_generated_pod_names_its_owner() -> None:
     assert at_validation.message.startswith(
         "pod team-a/par4-x7k2p (generated name) of Job team-a/par4 exceeds"
     )
+
+
+# --- pod groups in a queueing ClusterQueue: the whole group must be able to fit -----------
+
+
+def _group_member(total: str, devices: int = 1) -> tuple[dict[str, Any], ClusterState]:
+    """Pod g-0 of group team-a/g (annotated `total`) in queue a: nominal 1 of 2 GPUs in cohort
+    lab, whose other member b lends its 1; a queues (`whenFull: Queue`)."""
+    scenario = {
+        "queues": [
+            {
+                "name": name,
+                "cohort": "lab",
+                "classes": {"gpus": [GPU]},
+                "groups": [{"default": {"gpus": 1}}],
+            }
+            for name in ("a", "b")
+        ],
+        "localQueues": {"team-a/default": "a"},
+    }
+    objects = scenario_objects(scenario)
+    (queue_a,) = [
+        o for o in objects if o["kind"] == "ClusterQueue" and o["metadata"]["name"] == "a"
+    ]
+    queue_a["spec"]["whenFull"] = "Queue"
+    obj, extra = submission_object({"name": "g-0", "devices": {GPU: devices}})
+    obj["metadata"]["labels"] = {"draquota.io/pod-group-name": "g"}
+    obj["metadata"]["annotations"] = {"draquota.io/pod-group-total-count": total}
+    return obj, ClusterState([*objects, *extra])
+
+
+GPU = "gpu.example.com"
+
+
+def test_a_group_member_is_denied_at_create_when_the_whole_group_could_never_fit() -> None:
+    obj, state = _group_member("3")
+    decision = decide(obj, state, Usage(), Settings())
+    assert decision.verdict is Verdict.DENIED and decision.reason == "QuotaExceeded"
+    assert decision.message == (
+        'pod team-a/g-0: pod group team-a/g of 3 pods exceeds quota of ClusterQueue "a" '
+        "(LocalQueue team-a/default): insufficient quota for gpus (DeviceClass gpu.example.com) "
+        "in flavor default, 3 pods x 1 = 3 > maximum capacity 2 (nominal 1, cohort lab can lend "
+        "at most 1)"
+    )
+
+
+@pytest.mark.parametrize(
+    "total",
+    [
+        pytest.param("2", id="the-group-fits-what-the-cohort-may-lend"),
+        pytest.param("lots", id="no-count-the-controller-says-why-it-cannot-start"),
+        pytest.param("1", id="a-group-of-one"),
+    ],
+)
+def test_a_group_member_waits_when_its_group_could_fit_or_has_no_valid_count(total: str) -> None:
+    obj, state = _group_member(total)
+    decision = decide(obj, state, Usage(), Settings())
+    assert decision.allowed and decision.queued, decision.message
+
+
+def test_a_group_member_whose_own_pod_could_never_fit_is_denied_for_its_own_request() -> None:
+    obj, state = _group_member("lots", devices=3)
+    decision = decide(obj, state, Usage(), Settings())
+    assert not decision.allowed
+    assert "request > maximum capacity (3 > 2)" in decision.message

@@ -12,13 +12,16 @@ from tests.webhook.test_queueing import (
     controller,
     gpu_job,
     gpus,
+    group,
     job_controller,
     job_state,
     queueing_cluster,
+    running,
     started,
     submit,
     submit_jobs,
 )
+from tests.webhook.test_queueing_writes import counted
 
 
 def _ungated(obj: dict[str, object]) -> dict[str, object]:
@@ -159,3 +162,46 @@ def test_a_pod_named_like_a_job_is_not_left_out_of_the_usage_the_job_is_decided_
     queue.run_once()
     assert started(cluster) == []
     assert cluster.usage(QUEUE, FLAVOR, "gpu") == 2
+
+
+PEER = "team-b"
+
+
+def _cohort_with_a_peer() -> Cluster:
+    """Team-a queues (whenFull Queue) and team-b rejects; 2 GPUs each, both in cohort lab
+    without lending limits: all 4 GPUs are the cohort's to share."""
+    objects = cluster_objects(2)
+    queue = next(o for o in objects if o["kind"] == "ClusterQueue")
+    peer = copy.deepcopy(queue)
+    peer["metadata"]["name"] = "peer"
+    peer["spec"]["cohort"] = "lab"
+    queue["spec"].update(whenFull="Queue", cohort="lab")
+    for obj in [o for o in objects if o["kind"] in ("LocalQueue", "ResourceClaimTemplate")]:
+        moved = copy.deepcopy(obj)
+        moved["metadata"]["namespace"] = PEER
+        if obj["kind"] == "LocalQueue":
+            moved["spec"]["clusterQueue"] = "peer"
+        objects.append(moved)
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PEER}}
+    return Cluster([*objects, peer, namespace])
+
+
+def test_a_group_that_never_gets_its_last_gpu_does_not_take_a_peers_quota_meanwhile() -> None:
+    cluster = _cohort_with_a_peer()
+    assert cluster.create(pod("peer-0", namespace=PEER))["allowed"]  # 3 GPUs left in lab
+    submit(cluster, *group("quad", 4, 4))  # 4 could fit in lab, never while the peer runs
+    denied: list[str] = []
+
+    def peer_admits() -> None:  # the peer's next pod, within its own nominal quota
+        answer = cluster.create(pod("peer-1", namespace=PEER), dry_run=True)
+        if not answer["allowed"]:
+            denied.append(answer["status"]["message"])
+
+    queue, ledger, writer = counted(cluster, after=peer_admits)
+    for _ in range(5):
+        queue.run_once()
+        peer_admits()
+    assert denied == []
+    assert ledger.writes == 0
+    assert running(cluster) == ["peer-0"]
+    assert "1 more needed (requested 4, in use 0 of nominal 2" in writer.waiting["quad-0"]

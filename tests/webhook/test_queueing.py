@@ -200,16 +200,42 @@ def test_a_pod_group_waits_until_all_its_pods_exist() -> None:
     assert used(cluster) == 3
 
 
-def test_a_pod_group_that_does_not_fit_together_starts_no_pod_and_holds_nothing() -> None:
-    cluster = queueing_cluster(gpus=2)
+def lower_quota(cluster: Cluster, gpus: int) -> None:
+    """What an admin does with `kubectl edit clusterqueue`: the queue's nominal GPUs."""
+    queue = copy.deepcopy(dict(cluster.state.get("ClusterQueue", None, QUEUE) or {}))
+    (resource,) = queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
+    resource["nominalQuota"] = gpus
+    cluster.state.upsert(queue)
+
+
+def test_a_pod_group_that_can_never_fit_any_more_starts_no_pod_and_says_so() -> None:
+    cluster = queueing_cluster(gpus=4)
     submit(cluster, *group("trio", 3, 3))
+    lower_quota(cluster, 2)  # before the controller got to it
     queue, writer = controller(cluster)
     queue.run_once()
     assert running(cluster) == []
     assert cluster.ledger.records() == {}
     assert used(cluster) == 0
-    # the group's numbers, not those of the one pod that did not fit
-    assert "request > maximum capacity (3 > 2) (nominal 2)" in writer.waiting["trio-2"]
+    # the group's numbers, not those of the one pod that did not fit, nor usage numbers
+    assert writer.waiting["trio-2"].startswith(
+        f"waiting for quota: pod group {NAMESPACE}/trio can never fit: insufficient quota for "
+        f"gpu (DeviceClass gpu.example.com) in flavor {FLAVOR}, request > maximum capacity "
+        "(3 > 2) (nominal 2)"
+    )
+
+
+def test_a_pod_group_that_could_never_fit_is_denied_as_its_pods_are_created() -> None:
+    cluster = queueing_cluster(gpus=2)
+    answer = cluster.create(group("trio", 1, 3)[0])
+    assert not answer["allowed"]
+    assert answer["status"]["message"] == (
+        f"pod {NAMESPACE}/trio-0: pod group {NAMESPACE}/trio of 3 pods exceeds quota of "
+        f'ClusterQueue "{QUEUE}" (LocalQueue {NAMESPACE}/default): insufficient quota for gpu '
+        f"(DeviceClass gpu.example.com) in flavor {FLAVOR}, 3 pods x 1 = 3 > maximum capacity 2 "
+        "(nominal 2)"
+    )
+    assert cluster.state.list("Pod") == []
 
 
 def test_a_pod_group_waits_for_the_quota_of_all_its_pods() -> None:
