@@ -20,6 +20,7 @@ from quota.cluster import Obj
 from quota.errors import DraquotaError
 from quota.settings import Settings
 from quota.usage import Usage
+from quota.waitreport import PENDING, PENDING_EVENTS
 from webhook.clusterstate import ClusterState
 from webhook.commands._kubeconfig import KubeConfig, find_kubeconfig, load_kubeconfig
 
@@ -34,7 +35,6 @@ __all__ = [
     "read_cluster",
 ]
 
-PAGE = 500
 CLUSTER = "cluster"
 NAMESPACE = "namespace"
 # What a namespace user reads: the namespaced objects the built-in `edit` role lets them list.
@@ -113,21 +113,6 @@ def _one_line(exc: BaseException) -> str:
     return text[:300]
 
 
-def _list(client: Any, resource: Any, namespace: str | None, query: list[Any]) -> list[Obj]:
-    items: list[Obj] = []
-    page: list[tuple[str, Any]] = [("limit", PAGE), *query]
-    while True:
-        answer = client.request("GET", resource.path(namespace), page)
-        for obj in answer.get("items") or ():
-            obj.setdefault("kind", resource.kind)
-            obj.setdefault("apiVersion", resource.api_version)
-            items.append(obj)
-        token = (answer.get("metadata") or {}).get("continue")
-        if not token:
-            return items
-        page = [("limit", PAGE), *query, ("continue", token)]
-
-
 def read_cluster(
     config: KubeConfig,
     settings: Settings,
@@ -170,10 +155,11 @@ def read_cluster(
 
 def _cluster_scope(client: Any, server: str, wanted: list[Any], settings: Settings) -> Snapshot:
     from webhook.kube.ledger import ClusterLedger
+    from webhook.kube.resources import list_objects
 
     state = ClusterState()
     for resource in wanted:
-        for obj in _list(client, resource, None, []):
+        for obj in list_objects(client, resource):
             state.upsert(obj)
     snapshot = Snapshot(state, CLUSTER, server)
     if any(r.kind == "QuotaLedger" for r in wanted):
@@ -183,20 +169,22 @@ def _cluster_scope(client: Any, server: str, wanted: list[Any], settings: Settin
 
 
 def _namespace_scope(client: Any, server: str, wanted: list[Any], namespace: str) -> Snapshot:
+    from webhook.kube.resources import list_objects
+
     state = ClusterState()
     for resource in wanted:
-        for obj in _list(client, resource, namespace, []):
+        for obj in list_objects(client, resource, namespace):
             state.upsert(obj)
     return Snapshot(state, NAMESPACE, server)
 
 
 def _pending_job_events(client: Any, namespace: str | None) -> list[Obj]:
-    from webhook.kube.podwriter import EVENT
+    from webhook.kube.resources import EVENT, list_objects
 
-    selector = ("fieldSelector", "involvedObject.kind=Job,reason=Pending,source=draquota")
-    events = _list(client, EVENT, namespace, [selector])
+    selector = ("fieldSelector", f"involvedObject.kind=Job,{PENDING_EVENTS}")
+    events = list_objects(client, EVENT, namespace, [selector])
     return [
         e
         for e in events
-        if e.get("reason") == "Pending" and (e.get("involvedObject") or {}).get("kind") == "Job"
+        if e.get("reason") == PENDING and (e.get("involvedObject") or {}).get("kind") == "Job"
     ]

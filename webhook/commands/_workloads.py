@@ -19,7 +19,6 @@ list all of it.
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,12 +31,12 @@ from quota.messages import format_amount
 from quota.routing import DEFAULT_LOCAL_QUEUE
 from quota.usage import Usage
 from quota.waiting import GROUP_LABEL, GROUP_TOTAL_ANNOTATION
+from quota.waitreport import parse_wait, pending_messages, quota_reserved
 from webhook.podusage import job_holder
 
 __all__ = ["annotated_charges", "workload_items", "workload_notes", "workload_table"]
 
 ChargeOf = Callable[[str], Charge | None]
-_POSITION = re.compile(r"position (\d+) of (\d+)")
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -109,15 +108,6 @@ def _job_rows(
     return rows
 
 
-def _quota_reserved(pod: Obj) -> tuple[str, str]:
-    """The status and message of the pod's `QuotaReserved` condition ("" when it has none)."""
-    for condition in _mapping(pod.get("status")).get("conditions") or ():
-        condition = _mapping(condition)
-        if condition.get("type") == "QuotaReserved":
-            return str(condition.get("status") or ""), str(condition.get("message") or "")
-    return "", ""
-
-
 def _add_pod(rows: dict[tuple[str, str, str], _Row], pod: Obj, charge: Charge | None,
              local_queues: set[str]) -> None:  # fmt: skip
     metadata = _meta(pod)
@@ -137,24 +127,11 @@ def _add_pod(rows: dict[tuple[str, str, str], _Row], pod: Obj, charge: Charge | 
         row.charges[pod_key(pod)] = charge
     if is_gated(pod):
         row.waiting = True
-        reserved, message = _quota_reserved(pod)
+        reserved, message = quota_reserved(pod)
         row.message = row.message or (message if reserved == "False" else "")
     if group:
         total = _mapping(metadata.get("annotations")).get(GROUP_TOTAL_ANNOTATION)
         row.total = int(total) if isinstance(total, str) and total.isdigit() else row.total
-
-
-def _job_events(events: Iterable[Obj]) -> dict[str, str]:
-    """The latest message of draquota's `Pending` Event of each Job, by the Job's UID."""
-    latest: dict[str, tuple[str, str]] = {}
-    for event in events:
-        involved = _mapping(event.get("involvedObject"))
-        if _mapping(event.get("source")).get("component") != "draquota":
-            continue
-        uid, when = str(involved.get("uid") or ""), str(event.get("lastTimestamp") or "")
-        if uid and when >= latest.get(uid, ("", ""))[0]:
-            latest[uid] = (when, str(event.get("message") or ""))
-    return {uid: message for uid, (_, message) in latest.items()}
 
 
 def workload_items(
@@ -171,7 +148,7 @@ def workload_items(
     (`job_holder`) holds; `events`: draquota's `Pending` Events of Jobs. `why`: the waiting
     message of each workload by key (`ns/name`, `ns/group`) to show instead of what the
     controller last wrote, when the caller worked it out itself."""
-    jobs_by_uid = _job_rows(jobs, _job_events(events), local_queues, charge_of)
+    jobs_by_uid = _job_rows(jobs, pending_messages(events), local_queues, charge_of)
     rows: dict[tuple[str, str, str], _Row] = {}
     for pod in pods:
         if not is_live_pod(pod, now):
@@ -182,7 +159,7 @@ def workload_items(
             job.pods += 1
             if charge is not None:
                 job.charges[pod_key(pod)] = charge
-        elif charge is not None or is_gated(pod) or _quota_reserved(pod)[0] == "True":
+        elif charge is not None or is_gated(pod) or quota_reserved(pod)[0] == "True":
             _add_pod(rows, pod, charge, local_queues)
     every = [*rows.values(), *jobs_by_uid.values()]
     for row in every:
@@ -203,7 +180,7 @@ def _held(charges: Mapping[str, Charge]) -> list[dict[str, Any]]:
 
 
 def _item(row: _Row, now: float) -> dict[str, Any]:
-    position = _POSITION.search(row.message)
+    shown = parse_wait(row.message)
     return {
         "kind": row.kind,
         "namespace": row.namespace,
@@ -213,8 +190,8 @@ def _item(row: _Row, now: float) -> dict[str, Any]:
         "pods": row.pods,
         "totalPods": row.total,
         "flavorsUsage": _held(row.charges),
-        "position": int(position[1]) if position else None,
-        "of": int(position[2]) if position else None,
+        "position": shown.position,
+        "of": shown.of,
         "message": row.message,
         "age": _age(row.created, now),
     }

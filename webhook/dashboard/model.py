@@ -18,7 +18,6 @@ the page and `kubectl describe` always agree.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -35,6 +34,8 @@ from quota.routing import DEFAULT_LOCAL_QUEUE
 from quota.status import cluster_queue_summary
 from quota.usage import Usage
 from quota.waiting import GROUP_LABEL
+from quota.waitreport import parse_wait as _parse
+from quota.waitreport import pending_messages, quota_reserved
 
 __all__ = [
     "RESOURCE_FIELDS",
@@ -48,9 +49,6 @@ __all__ = [
 # The quantities of a resource row, and which of them may be left out (limits not set).
 RESOURCE_FIELDS = ("nominal", "inUse", "borrowed", "lent", "lendable")
 LIMIT_FIELDS = ("borrowingLimit", "lendingLimit")
-_POSITION = re.compile(
-    r"^(?P<reason>.*); position (?P<at>\d+) of (?P<of>\d+) in ClusterQueue (?P<cq>\S+)$"
-)
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -190,42 +188,16 @@ def namespace_cards(local_queues: Iterable[Obj]) -> list[dict[str, Any]]:
 
 
 def parse_wait(message: str) -> dict[str, Any]:
-    """The reason, position and ClusterQueue of a waiting message (`quota.waiting`: `WHY;
-    position N of M in ClusterQueue Q`); None for what it does not say."""
-    match = _POSITION.match(message)
-    if match:
-        at, of = int(match["at"]), int(match["of"])
-        return {"reason": match["reason"], "position": at, "of": of, "clusterQueue": match["cq"]}
-    # no position: incomplete pod groups and workloads that can never start; a ClusterQueue
-    # named in such a message may be a lender, not the queue it waits in
-    return {"reason": message, "position": None, "of": None, "clusterQueue": None}
+    """The reason, position and ClusterQueue of a waiting message (`quota.waitreport`) as the
+    page's row fields; None for what it does not say."""
+    shown = _parse(message)
+    return {"reason": shown.reason, "position": shown.position, "of": shown.of,
+            "clusterQueue": shown.cluster_queue}  # fmt: skip
 
 
 def _condition_message(pod: Obj) -> str:
-    conditions = _mapping(pod.get("status")).get("conditions")
-    for c in conditions if isinstance(conditions, list) else ():
-        if (
-            isinstance(c, Mapping)
-            and c.get("type") == "QuotaReserved"
-            and c.get("status") == "False"
-        ):
-            return str(c.get("message") or "")
-    return ""
-
-
-def _pending_events(events: Iterable[Obj]) -> dict[str, str]:
-    """UID of the object -> draquota's latest `Pending` message about it."""
-    latest: dict[str, tuple[str, str]] = {}
-    for event in events:
-        involved, source = event.get("involvedObject"), event.get("source")
-        if not isinstance(involved, Mapping) or not isinstance(source, Mapping):
-            continue
-        if event.get("reason") != "Pending" or source.get("component") != "draquota":
-            continue
-        uid, when = str(involved.get("uid") or ""), str(event.get("lastTimestamp") or "")
-        if uid and when >= latest.get(uid, ("", ""))[0]:
-            latest[uid] = (when, str(event.get("message") or ""))
-    return {uid: message for uid, (_, message) in latest.items()}
+    status, message = quota_reserved(pod)
+    return message if status == "False" else ""
 
 
 def _local_queue_of(obj: Obj, template: Mapping[str, Any] | None = None) -> str:
@@ -260,7 +232,7 @@ def waiting(
     where `pods` come trimmed of their status (the informers' cache), its `Pending` Event's:
     draquota writes both with the same message. `routes`: LocalQueue `ns/name` -> its
     ClusterQueue, for a workload whose message does not name one yet."""
-    pending = _pending_events(events)
+    pending = pending_messages(events)
     rows = []
     for pod in pods:
         if is_gated(pod) and not _meta(pod).get("deletionTimestamp"):

@@ -18,26 +18,27 @@ one namespace needs no machinery of its own.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any, Protocol
 
 from quota.cluster import Obj
 from quota.queuetable import queue_table
 from quota.settings import Settings
+from quota.waitreport import PENDING_EVENTS
 from webhook.commands._cluster import ClusterUnavailable
 from webhook.dashboard.model import cluster_cards, namespace_cards, routes, waiting
 from webhook.kube.client import ApiError, KubeClient, TransportError
-from webhook.kube.resources import ResourceType, discover_dra_version, watched_resources
+from webhook.kube.resources import (
+    EVENT,
+    JOB,
+    LOCAL_QUEUE,
+    POD,
+    ResourceType,
+    discover_dra_version,
+    list_objects,
+    watched_resources,
+)
 
 __all__ = ["ClusterSource", "NamespaceSource", "Source", "choose"]
-
-PAGE = 500
-POD = ResourceType("Pod", "", "v1", "pods", True)
-JOB = ResourceType("Job", "batch", "v1", "jobs", True)
-EVENT = ResourceType("Event", "", "v1", "events", True)
-LOCAL_QUEUE = ResourceType("LocalQueue", "draquota.io", "v1beta1", "localqueues", True)
-# draquota's Events saying why a pod or Job waits (a pod says it in its condition too)
-PENDING = "reason=Pending,source=draquota"
 
 
 class Source(Protocol):
@@ -50,19 +51,6 @@ class Source(Protocol):
     def model(self) -> dict[str, Any]:
         """The page model now; ApiError or TransportError when the cluster cannot be read."""
         ...
-
-
-def _listed(client: KubeClient, resource: ResourceType, namespace: str | None = None,
-            query: tuple[tuple[str, str], ...] = ()) -> Iterator[Obj]:  # fmt: skip
-    """Every object of a LIST, page by page."""
-    params: list[tuple[str, Any]] = [*query, ("limit", PAGE)]
-    while True:
-        page = client.request("GET", resource.path(namespace), params)
-        yield from page.get("items") or ()
-        token = (page.get("metadata") or {}).get("continue")
-        if not token:
-            return
-        params = [*query, ("limit", PAGE), ("continue", token)]
 
 
 def _suspended(job: Obj) -> bool:
@@ -101,8 +89,9 @@ class ClusterSource:
         pods = self.gated.pods()
         jobs = [job for job in view.list("Job") if _suspended(job)]
         # the cache keeps no pod conditions (webhook.kube.trim): the Events say the same
-        query = (("fieldSelector", PENDING),)
-        events = list(_listed(self.client, EVENT, None, query)) if pods or jobs else []
+        # draquota's Events saying why a pod or Job waits (a pod says it in its condition too)
+        query = (("fieldSelector", PENDING_EVENTS),)
+        events = list(list_objects(self.client, EVENT, None, query)) if pods or jobs else []
         rows = waiting(pods, jobs, events, routes(local_queues))
         return {
             "scope": self.scope,
@@ -130,7 +119,7 @@ class NamespaceSource:
     def model(self) -> dict[str, Any]:
         problems = []
         try:
-            local_queues = list(_listed(self.client, LOCAL_QUEUE, self.namespace))
+            local_queues = list(list_objects(self.client, LOCAL_QUEUE, self.namespace))
         except ApiError as exc:
             if exc.code != 403:
                 raise
@@ -139,10 +128,10 @@ class NamespaceSource:
                 f"cannot list localqueues in namespace {self.namespace} (403 Forbidden): "
                 "an admin installs draquota's user roles (manifests/base/user-roles.yaml)"
             )
-        pods = list(_listed(self.client, POD, self.namespace))
-        jobs = [job for job in _listed(self.client, JOB, self.namespace) if _suspended(job)]
-        query = (("fieldSelector", f"involvedObject.kind=Job,{PENDING}"),)
-        events = list(_listed(self.client, EVENT, self.namespace, query)) if jobs else []
+        pods = list(list_objects(self.client, POD, self.namespace))
+        jobs = [job for job in list_objects(self.client, JOB, self.namespace) if _suspended(job)]
+        query = (("fieldSelector", f"involvedObject.kind=Job,{PENDING_EVENTS}"),)
+        events = list(list_objects(self.client, EVENT, self.namespace, query)) if jobs else []
         return {
             "scope": self.scope,
             "problems": problems,

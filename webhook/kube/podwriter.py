@@ -47,20 +47,15 @@ from typing import NamedTuple
 from quota.cluster import Obj
 from quota.livepods import is_gated, pod_uid
 from quota.waiting import ADMISSION_GATE
+from quota.waitreport import COMPONENT, PENDING, QUOTA_RESERVED, quota_reserved
 from webhook.kube.backoff import Backoff
 from webhook.kube.client import ApiError, KubeClient, TransportError
-from webhook.kube.resources import ResourceType
+from webhook.kube.resources import EVENT, JOB, POD, ResourceType
 
 __all__ = ["QUOTA_RESERVED", "KubePodWriter", "event_name"]
 
 log = logging.getLogger("draquota.queueing")
 
-POD = ResourceType("Pod", "", "v1", "pods", True)
-JOB = ResourceType("Job", "batch", "v1", "jobs", True)
-EVENT = ResourceType("Event", "", "v1", "events", True)
-QUOTA_RESERVED = "QuotaReserved"
-PENDING = "Pending"
-COMPONENT = "draquota"
 ATTEMPTS = 5  # writes of one change, the first included (client-go's DefaultRetry: 5 steps)
 EVENTS_REMEMBERED = 4096  # client-go's event cache holds as many
 _TIMEOUT = (2.0, 5.0)
@@ -86,8 +81,7 @@ def _path(kind: ResourceType, obj: Obj) -> str:
 
 
 def _reserved(pod: Obj) -> bool:
-    conditions = (pod.get("status") or {}).get("conditions") or ()
-    return any(c.get("type") == QUOTA_RESERVED and c.get("status") == "True" for c in conditions)
+    return quota_reserved(pod)[0] == "True"
 
 
 def _with_condition(pod: Obj, reserved: bool, message: str) -> Obj:

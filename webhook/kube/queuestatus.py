@@ -32,13 +32,12 @@ from quota.waiting import Waiting, waiting_in
 from webhook.clusterstate import ClusterState
 from webhook.gatedpods import GatedPods
 from webhook.kube.client import ApiError, KubeClient, TransportError
-from webhook.kube.resources import QUOTA_GROUP, QUOTA_VERSION, ResourceType
+from webhook.kube.resources import LOCAL_QUEUE, QUOTA_GROUP, QUOTA_VERSION, ResourceType
 
 __all__ = ["CLUSTER_QUEUE", "QueueStatusWriter"]
 
 log = logging.getLogger("draquota.queuestatus")
 CLUSTER_QUEUE = ResourceType("ClusterQueue", QUOTA_GROUP, QUOTA_VERSION, "clusterqueues", False)
-LOCAL_QUEUE = ResourceType("LocalQueue", QUOTA_GROUP, QUOTA_VERSION, "localqueues", True)
 
 
 class _Backend(Protocol):

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from webhook.kube.client import ApiError, KubeClient
 
 __all__ = [
     "DRA_GROUP",
     "DRA_VERSIONS",
+    "EVENT",
+    "JOB",
+    "LOCAL_QUEUE",
+    "POD",
     "QUOTA_GROUP",
     "QUOTA_LEDGER",
     "ResourceType",
     "discover_dra_version",
+    "list_objects",
     "watched_resources",
 ]
 
@@ -46,6 +53,32 @@ class ResourceType:
 
 
 QUOTA_LEDGER = ResourceType("QuotaLedger", QUOTA_GROUP, QUOTA_VERSION, "quotaledgers", False)
+LOCAL_QUEUE = ResourceType("LocalQueue", QUOTA_GROUP, QUOTA_VERSION, "localqueues", True)
+POD = ResourceType("Pod", "", "v1", "pods", True)
+JOB = ResourceType("Job", "batch", "v1", "jobs", True)
+EVENT = ResourceType("Event", "", "v1", "events", True)
+PAGE = 500  # objects per page of a one-shot LIST
+
+
+def list_objects(
+    client: KubeClient,
+    resource: ResourceType,
+    namespace: str | None = None,
+    query: Sequence[tuple[str, Any]] = (),
+) -> Iterator[dict[str, Any]]:
+    """Every object of a one-shot LIST (all namespaces when `namespace` is None), page by
+    page, each with its `kind` and `apiVersion` (built-in lists leave them out of items)."""
+    params: list[tuple[str, Any]] = [("limit", PAGE), *query]
+    while True:
+        answer = client.request("GET", resource.path(namespace), params)
+        for obj in answer.get("items") or ():
+            obj.setdefault("kind", resource.kind)
+            obj.setdefault("apiVersion", resource.api_version)
+            yield obj
+        token = (answer.get("metadata") or {}).get("continue")
+        if not token:
+            return
+        params = [("limit", PAGE), *query, ("continue", token)]
 
 
 def discover_dra_version(client: KubeClient) -> str | None:
@@ -77,8 +110,8 @@ def watched_resources(dra_version: str) -> tuple[ResourceType, ...]:
         ("ResourceFlavor", "resourceflavors", False),
     ]
     return (
-        ResourceType("Pod", "", "v1", "pods", True),
-        ResourceType("Job", "batch", "v1", "jobs", True),
+        POD,
+        JOB,
         ResourceType("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False),
         ResourceType("Node", "", "v1", "nodes", False),
         ResourceType("Namespace", "", "v1", "namespaces", False),
