@@ -2,8 +2,10 @@
 
 Admission must answer every pod quickly, so the work one question may cause is
 counted, never timed: the depth-first search spends one step per call of its
-recursive step (the upstream allocator's `allocateOne` invocations) and one per
-device it examines there (a large shared pool is work even without recursion), and every
+recursive step (the upstream allocator's `allocateOne` invocations), one per usable
+device it tries there, and one the first time it looks at a device for a request (a
+large shared pool is work even without recursion; looks that memoisation saves are
+not charged again), and every
 CEL evaluation spends its estimated cost (`quota.allocator.celcost`) before it
 runs. Counting makes the outcome reproducible: the same claims on the same
 cluster always run out at the same point, on any machine and under any load.
@@ -31,17 +33,19 @@ __all__ = [
 
 # Search steps of one placement question, across all nodes tried (nodes identical to
 # one already searched are not searched again). An ordinary pod needs a few steps per
-# claim and device; the upstream shared test table's largest case needs 26. A step
-# costs about 5-10 us, so the budget bounds one question to well under 100 ms.
-DEFAULT_SEARCH_STEPS = 10_000
+# claim and device; the realistic generated claims (tests/quota/allocator/realistic.py)
+# need at most about 2 600. With the CEL budget, one question stays well under 50 ms of
+# CPU (bench/cel_budget.py).
+DEFAULT_SEARCH_STEPS = 8_000
 # Steps one node's search may take before placement leaves it undecided and tries the
 # next node: one pathological node (say 8 one-device claims and 8 devices, one of them
 # tainted: 8! orders) cannot use the whole budget while another node would fit at once.
-NODE_SEARCH_STEPS = 2_500
+NODE_SEARCH_STEPS = 4_000
 # The API server's limit for one DRA selector (resourceapi.CELSelectorExpressionMaxCost).
 EVALUATION_COST_LIMIT = 1_000_000
-# CEL cost of one placement question, across all evaluations (memoised results are free).
-DEFAULT_CEL_COST = 5_000_000
+# CEL cost of one placement question, across all evaluations (memoised results are free);
+# a unit is calibrated to at most ~42 ns of this CEL runtime on the costliest shapes.
+DEFAULT_CEL_COST = 300_000
 # Compiling costs about as much per character as a few dozen evaluation steps; every
 # distinct expression of a question is charged once, cached or not, so the charge does
 # not depend on what earlier questions compiled.
@@ -67,6 +71,7 @@ class Budget:
     used_steps: int = 0
     used_cost: int = 0
     node_limit: int | None = None  # used_steps past which the current node is left undecided
+    node_steps: int | None = NODE_SEARCH_STEPS  # one node's share (None: no share, no limit)
     compiled: set[str] = field(default_factory=set)
 
     def step(self, claim: str = "", request: str = "") -> None:
@@ -87,6 +92,22 @@ class Budget:
         self.used_cost += cost
         if self.used_cost > self.cel_cost:
             raise BudgetExceeded("cel", self.used_cost, self.cel_cost, expression=expression)
+
+    def admit(
+        self, static_cost: int, expression: str, field: str, claim: str, request: str
+    ) -> None:
+        """Refuse, before any device is looked at, a selector whose estimate for any device
+        is above the per-evaluation limit (as the API server refuses to store one)."""
+        if static_cost > self.evaluation_cost:
+            raise BudgetExceeded(
+                "cel-evaluation",
+                static_cost,
+                self.evaluation_cost,
+                claim,
+                request,
+                expression=expression,
+                field=field,
+            )
 
     def compile(self, expression: str) -> None:
         """Spend the cost of compiling an expression, once per distinct expression."""

@@ -29,8 +29,20 @@ DEVICE_SIZE = 32 + 2
 DEVICE_WEIGHT = 32 * 8 + 2
 _MAX = 2**62
 
+# Creating a list or map (cel-go: 10 and 30), and copying one leaf of an element into it.
+LIST_COST = 10
+MAP_COST = 30
+ELEMENT_COST = 3
+# One comparison of two values, at least one of them read from the device (dynamically
+# typed): measured at 15-25 times a step of arithmetic, so priced like that many units.
+COMPARE_COST = 16
+# `matches` compiles its pattern each time: about as long as 250 steps of arithmetic.
+REGEX_COST = 250
+
 # Function names whose cost is linear in the weight of their operands.
-_DEEP = frozenset({"_==_", "_!=_", "@in", "_in_", "contains", "startsWith", "endsWith", "matches"})
+_MEMBERSHIP = frozenset({"@in", "_in_"})
+_DEEP = frozenset({"_==_", "_!=_", "contains", "startsWith", "endsWith", "matches"})
+_COMPARISON = frozenset({"_<_", "_<=_", "_>_", "_>=_"})
 _CONCAT = frozenset({"_+_"})
 
 
@@ -149,10 +161,20 @@ class _Estimator:
         cost = _cap(1 + sum(o.cost for o in operands))
         size = max((o.size for o in operands), default=1)
         weight = max((o.weight for o in operands), default=1)
+        if function in _MEMBERSHIP and len(operands) == 2:
+            # `x in list` compares x with every element (cel-go prices it by the list size);
+            # each comparison of a device value is a dynamic equality, ~COMPARE_COST units.
+            container = operands[1]
+            compared = _cap(container.size * (COMPARE_COST + operands[0].weight))
+            return Cost(_cap(cost + compared), 1, 1)
+        if function == "matches":
+            cost = _cap(cost + REGEX_COST)  # the pattern is compiled on every evaluation
         if function in _DEEP and operands:
-            # Deep equality and membership walk the smaller (equality) or larger operand.
+            # Deep equality walks the smaller operand; matching and searching the larger.
             walked = min(o.weight for o in operands) if function[1:3] in ("==", "!=") else weight
-            return Cost(_cap(cost + walked), 1, 1)
+            return Cost(_cap(cost + COMPARE_COST + walked), 1, 1)
+        if function in _COMPARISON:
+            return Cost(_cap(cost + COMPARE_COST), 1, 1)
         if function in _CONCAT:
             size = _cap(sum(o.size for o in operands))
             weight = _cap(sum(o.weight for o in operands))
@@ -160,9 +182,11 @@ class _Estimator:
         return Cost(cost, size, weight)
 
     def _list(self, value: bytes, depth: int) -> Cost:
+        # Built anew on every evaluation: cel-go's 10 per list plus every element's copy.
         elements = [self.expr(v, depth + 1) for n, v in _fields(value) if n == 1]
+        built = sum(e.cost + ELEMENT_COST * e.weight for e in elements)
         return Cost(
-            _cap(1 + sum(e.cost for e in elements)),
+            _cap(LIST_COST + built),
             len(elements),
             _cap(1 + sum(e.weight for e in elements)),
         )
@@ -175,8 +199,9 @@ class _Estimator:
             for inner_number, inner in _fields(entry):
                 if inner_number in (3, 4):
                     parts.append(self.expr(inner, depth + 1))
+        built = sum(p.cost + ELEMENT_COST * p.weight for p in parts)
         return Cost(
-            _cap(1 + sum(p.cost for p in parts)),
+            _cap(MAP_COST + built),
             max(1, len(parts) // 2),
             _cap(1 + sum(p.weight for p in parts)),
         )

@@ -72,6 +72,19 @@ class CounterLedger:
                     return False
         return True
 
+    def ever_fits(self, pool: Pool, device: Device) -> bool:
+        """Whether the device's consumption fits what allocated devices leave, with nothing
+        in flight: when it does not, no allocation in this attempt can use the device."""
+        available = self._available_of(pool)
+        if any(have < 0 for counters in available.values() for have in counters.values()):
+            return False
+        for set_name, counters in device.consumes_counters:
+            have_set = available.get(set_name, {})
+            for counter, amount in counters.items():
+                if counter in have_set and have_set[counter] < amount:
+                    return False
+        return True
+
     def release(self, pool: Pool, device: Device) -> None:
         """Undo `try_consume` of the device."""
         consumed = self._consumed[(pool.driver, pool.name)]

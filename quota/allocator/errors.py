@@ -67,8 +67,8 @@ _HINT: Mapping[str, str] = MappingProxyType(
 
 class BudgetExceeded(DraquotaError):
     """Checking the claims needs more work than admission allows (`kind`: steps |
-    node-steps | cel | cel-evaluation; `used` of `limit`); where known, the claim, request
-    and expression."""
+    node-steps | cel | cel-evaluation; `used` of `limit`); where known, the claim, request,
+    expression and the field that holds it."""
 
     def __init__(
         self,
@@ -78,7 +78,9 @@ class BudgetExceeded(DraquotaError):
         claim: str = "",
         request: str = "",
         expression: str = "",
+        field: str = "",
     ) -> None:
+        self.field = field  # where the expression is, e.g. "DeviceClass gpu: spec.selectors[0]..."
         self.kind = kind
         self.used = used
         self.limit = limit
@@ -94,6 +96,7 @@ class BudgetExceeded(DraquotaError):
             for part in (
                 self.claim and f"claim {self.claim}",
                 self.request and f"request {self.request}",
+                self.field,
             )
             if part
         )
@@ -101,5 +104,7 @@ class BudgetExceeded(DraquotaError):
         if self.expression:
             shown = self.expression if len(self.expression) <= 80 else self.expression[:77] + "..."
             what += f" ({shown!r})"
+        if self.field:  # one selector refused: the answer says which, after what it is
+            return f"too complex to check: {where}: {what}: {_HINT[self.kind]}"
         text = f"too complex to check: {what}: {_HINT[self.kind]}"
         return f"{where}: {text}" if where else text

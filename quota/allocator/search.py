@@ -17,7 +17,9 @@ tentative allocations and their undo share one state and the invariant above.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Mapping, Sequence
+import dataclasses
+from bisect import bisect_left
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -85,6 +87,15 @@ class Pick:
     consumed: Consumption | None = None
 
 
+@dataclass
+class _Found:
+    """The usable devices of one request found so far: `indices` (ascending) among the
+    candidates below `scanned`."""
+
+    indices: list[int] = field(default_factory=list)
+    scanned: int = 0
+
+
 class _SizeExceeded(Exception):
     """More than 32 results would be needed: backtrack to the last firstAvailable choice."""
 
@@ -108,12 +119,15 @@ class Search:
     results: list[list[Pick]] = field(default_factory=list)
     steps: int = 0
     budget: Budget = field(default_factory=Budget)
+    prune: bool = True  # skip twins of devices that failed (False: upstream's exact tree)
 
     def __post_init__(self) -> None:
         self.counters = CounterLedger(self.allocated, self.shared_allocated)
         self.capacity = CapacityLedger(self.allocated_capacity, self.shared_allocated)
         self.in_flight: dict[DeviceID, set[int]] = {}
         self._selectable: dict[tuple[int, int], bool] = {}
+        self._found: dict[int, _Found] = {}
+        self._twins: dict[int, tuple[int, str]] = {}
         self.constraints: list[list[ClaimConstraint]] = []
         usable = [p for p in self.pools if not p.incomplete and not p.invalid]
         # Pools whose devices need binding conditions go last (incubating order).
@@ -180,10 +194,16 @@ class Search:
                     label,
                 )
             self.budget.compile(expression)
-            selectors.append(_compiled(expression, f"class {device_class.name}: selector #{i}"))
+            selector = _compiled(expression, f"class {device_class.name}: selector #{i}")
+            where = f"DeviceClass {device_class.name}: spec.selectors[{i}].cel.expression"
+            self.budget.admit(selector.static_cost, expression, where, claim, label)
+            selectors.append(selector)
         for i, expression in enumerate(exact.selectors):
             self.budget.compile(str(expression))
-            selectors.append(_compiled(str(expression), f"claim {claim}: selector #{i}"))
+            selector = _compiled(str(expression), f"claim {claim}: selector #{i}")
+            where = f"selectors[{i}].cel.expression"
+            self.budget.admit(selector.static_cost, str(expression), where, claim, label)
+            selectors.append(selector)
         request = Request(ci, name, sub, exact, device_class, tuple(selectors))
         if exact.allocation_mode == EXACT_COUNT:
             request.num_devices = exact.count
@@ -252,6 +272,45 @@ class Search:
         if known is None:
             known = self.memo[key] = selector.matches(device.cel, self.budget)
         return known
+
+    def _usable(self, request: Request, start: int) -> Iterator[int]:
+        """Indices from `start` of the devices the request could ever use in this search:
+        not held by other claims, matching its selectors. Found lazily, in candidate order
+        (a device is looked at, and its selectors evaluated, only when the search reaches
+        it, as upstream does), and remembered: a device is looked at once per request,
+        whatever the backtracking, and that first look is the step charged for it."""
+        found = self._found.get(id(request))
+        if found is None:
+            found = self._found[id(request)] = _Found()
+        pos = bisect_left(found.indices, start)
+        while True:
+            if pos < len(found.indices):
+                yield found.indices[pos]
+                pos += 1
+                continue
+            if found.scanned >= len(self.candidates):
+                return
+            index = found.scanned
+            found.scanned += 1
+            self.budget.step()
+            candidate = self.candidates[index]
+            if self._held(request, candidate) or not self.selectable(request, index):
+                continue
+            found.indices.append(index)
+            if index < start:
+                pos = len(found.indices)
+
+    def _held(self, request: Request, candidate: Candidate) -> bool:
+        """Unusable for good because of claims outside this search: held by them, or its
+        counters used up by them (what the search's own tentative allocations cannot undo)."""
+        device = candidate.device
+        if device.consumes_counters and not self.counters.ever_fits(candidate.pool, device):
+            return True
+        if request.exact.admin_access:
+            return False
+        if device.allow_multiple_allocations:
+            return device.id in self.allocated
+        return device.id in self.allocated or device.id in self.shared_allocated
 
     def _in_use(self, request: Request, device: Device) -> bool:
         device_id = device.id
@@ -362,17 +421,44 @@ class Search:
                 return False  # order does not matter for All: nothing else to try
             return self._next(ci, ri, si, di + 1, in_sub, 0, undo)
         step = self.budget.step
-        for index in range(start, len(self.candidates)):
-            step()  # every device examined is work, not only every recursion
+        prune = self.prune and not request.exact.admin_access and not request.exact.capacity
+        failed: set[tuple[int, str]] = set()
+        for index in self._usable(request, start):
+            step()  # every usable device tried is work, not only every recursion
             candidate = self.candidates[index]
-            if self._in_use(request, candidate.device) or not self.selectable(request, index):
+            if self._in_use(request, candidate.device):
                 continue
+            twin = self._twin(index) if prune else None
+            if twin is not None and twin in failed:
+                continue  # a device just like one that failed here fails too
             undo = self.allocate_device(request, candidate, must=False)
-            if undo is None:
+            if undo is None or not self._next(ci, ri, si, di + 1, in_sub, index + 1, undo):
+                if twin is not None:
+                    failed.add(twin)
                 continue
-            if self._next(ci, ri, si, di + 1, in_sub, index + 1, undo):
-                return True
+            return True
         return False
+
+    def _twin(self, index: int) -> tuple[int, str] | None:
+        """What makes devices interchangeable for the search: the same slice and everything
+        but the name (attributes, counters, taints...: what selectors, constraints and
+        counters see). Shareable devices have none (their capacity use tells them apart).
+
+        Why skipping twins keeps the answer: after a device fails at a point of the search,
+        picking its twin there searches (with the two names swapped) a subset of what the
+        first pick searched, because the first pick could still choose the twin later and
+        the twin's pick cannot choose the first. Nothing solvable is skipped, so the first
+        solution found, and the devices in it, are the ones found without skipping."""
+        known = self._twins.get(index)
+        if known is None:
+            candidate = self.candidates[index]
+            device = candidate.device
+            if device.allow_multiple_allocations:
+                known = self._twins[index] = (-1, "")
+            else:
+                shape = repr(dataclasses.replace(device, name=""))
+                known = self._twins[index] = (id(candidate.slice), shape)
+        return None if known[0] == -1 else known
 
     def _next(
         self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: int, undo: Callable[[], None]

@@ -32,7 +32,7 @@ from typing import Any
 
 from quota.allocations import Allocated
 from quota.allocator import AllocationError, Budget, BudgetExceeded
-from quota.allocator.budget import DEFAULT_CEL_COST, DEFAULT_SEARCH_STEPS
+from quota.allocator.budget import DEFAULT_CEL_COST, DEFAULT_SEARCH_STEPS, NODE_SEARCH_STEPS
 from quota.allocator.nodes import selector_matches
 from quota.claims import PodClaim
 from quota.cluster import ClusterView, ViewSource
@@ -65,7 +65,8 @@ class ClusterPlacer:
 
     Each question is answered on the view it names (`on(view)`, or `view=`), else on a
     snapshot of `source` taken then. `steps` and `cel_cost` are the work budget of one
-    placement question (`quota.allocator.budget`).
+    placement question and `node_steps` one node's share of the steps, None for none
+    (`quota.allocator.budget`).
     """
 
     def __init__(
@@ -73,10 +74,12 @@ class ClusterPlacer:
         source: ViewSource,
         steps: int = DEFAULT_SEARCH_STEPS,
         cel_cost: int = DEFAULT_CEL_COST,
+        node_steps: int | None = NODE_SEARCH_STEPS,
     ) -> None:
         self.source = source
         self.steps = steps
         self.cel_cost = cel_cost
+        self.node_steps = node_steps
         self._index: Index | None = None
         self._lock = threading.Lock()
 
@@ -99,7 +102,7 @@ class ClusterPlacer:
 
     def budget(self) -> Budget:
         """A fresh budget for one placement question."""
-        return Budget(steps=self.steps, cel_cost=self.cel_cost)
+        return Budget(steps=self.steps, cel_cost=self.cel_cost, node_steps=self.node_steps)
 
     def __call__(
         self,
@@ -203,10 +206,13 @@ def _merge(
 
 
 def make_placer(
-    state: ViewSource, steps: int = DEFAULT_SEARCH_STEPS, cel_cost: int = DEFAULT_CEL_COST
+    state: ViewSource,
+    steps: int = DEFAULT_SEARCH_STEPS,
+    cel_cost: int = DEFAULT_CEL_COST,
+    node_steps: int | None = NODE_SEARCH_STEPS,
 ) -> ClusterPlacer:
     """A placer for admission: `placer(claims, node_labels)` -> Placement (cached indexes)."""
-    return ClusterPlacer(state, steps, cel_cost)
+    return ClusterPlacer(state, steps, cel_cost, node_steps)
 
 
 def place_claims(

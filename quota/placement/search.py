@@ -17,7 +17,7 @@ from typing import Any
 
 from quota.allocations import Allocated
 from quota.allocator import Budget, BudgetExceeded, InvalidPoolsError, allocate
-from quota.allocator.budget import NODE_SEARCH_STEPS, NodeUndecided
+from quota.allocator.budget import NodeUndecided
 from quota.claimspec import ClaimSpec, DeviceRequest, ExactRequest
 from quota.placement.index import Index, NodeView
 
@@ -63,7 +63,8 @@ def search(
             if signature is not None:
                 failed.add(signature)
             continue
-        budget.node_limit = budget.used_steps + NODE_SEARCH_STEPS
+        if budget.node_steps is not None:
+            budget.node_limit = budget.used_steps + budget.node_steps
         try:
             results = allocate(
                 specs,
@@ -94,7 +95,8 @@ def search(
             failed.add(signature)
     if undecided:
         # No node fits, but some could not be decided: that is no proof the claims never fit.
-        raise BudgetExceeded("node-steps", NODE_SEARCH_STEPS + 1, NODE_SEARCH_STEPS)
+        share = budget.node_steps or 0
+        raise BudgetExceeded("node-steps", share + 1, share)
     return None, invalid
 
 

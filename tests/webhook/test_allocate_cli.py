@@ -219,3 +219,73 @@ def test_bad_input_exits_2(
     code = main(["allocate", str(_write(tmp_path, obj)), "--state", str(state), *argv])
     assert code == 2
     assert message in capsys.readouterr().err
+
+
+def _realistic_pair(tmp_path: Path) -> tuple[Path, Path]:
+    """Issue 27's claim pair: a firstAvailable list and partitions of one GPU's 9 devices
+    sharing counters, on an 8-GPU node where some partitions are taken."""
+    from tests.quota.allocator import realistic
+
+    (case,) = [c for c in realistic.cases() if c.id == "realistic-27-113"]
+    root = tmp_path / "gpus"
+    root.mkdir()
+    held = [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": f"held-{i}", "namespace": "team-b"},
+            "spec": {"devices": {"requests": []}},
+            "status": {
+                "allocation": {
+                    "devices": {
+                        "results": [
+                            {"request": "r", "driver": GPU, "pool": "node-1", "device": name}
+                        ]
+                    }
+                }
+            },
+        }
+        for i, name in enumerate(case.allocated)
+    ]
+    objects = [*realistic.classes(), realistic.node(), *realistic.slices(), *held]
+    (root / "cluster.yaml").write_text(yaml.safe_dump_all(objects))
+    claims = [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": f"c{i}", "namespace": "team-a"},
+            "spec": spec,
+        }
+        for i, spec in enumerate(case.claims)
+    ]
+    return root, _write(tmp_path, *claims)
+
+
+def test_realistic_claim_pair_is_placed_within_the_default_steps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state, path = _realistic_pair(tmp_path)
+    code, bounded = _run(capsys, str(path), "--state", str(state), "--json")
+    assert code == 0
+    assert [i["ok"] for i in bounded["items"]] == [True, True]
+    code, unbounded = _run(capsys, str(path), "--state", str(state), "--json", "--max-steps", "0")
+    assert code == 0
+    assert unbounded["items"] == bounded["items"]
+
+
+def test_max_steps_bounds_the_search(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    state, path = _realistic_pair(tmp_path)
+    code, doc = _run(capsys, str(path), "--state", str(state), "--json", "--max-steps", "50")
+    assert code == 0
+    assert all(not i["ok"] for i in doc["items"])
+    assert doc["items"][0]["reason"].startswith("too complex to check: the device search took")
+
+
+def test_max_steps_must_not_be_negative(
+    tmp_path: Path, state: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path, _claim("a"))
+    with pytest.raises(SystemExit) as exited:
+        main(["allocate", str(path), "--state", str(state), "--max-steps", "-1"])
+    assert exited.value.code == 2
+    assert "must be 0 (no bound) or more, not -1" in capsys.readouterr().err

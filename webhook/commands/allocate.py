@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from quota.allocator import AllocationError
+from quota.allocator.budget import DEFAULT_SEARCH_STEPS, NODE_SEARCH_STEPS
 from quota.claims import PodClaim, claim_spec_of, expand_pod_claims
 from quota.derived import DerivedCache
 from quota.devices import claim_devices
 from quota.errors import InvalidObject, NotFound
-from quota.placement import Placement, make_placer
+from quota.placement import ClusterPlacer, Placement, make_placer
 from quota.settings import Settings
 from quota.workloads import WORKLOAD_KINDS, as_workload
 from webhook.clusterstate import ClusterState
@@ -54,11 +55,38 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_kubeconfig_arguments(parser)
     parser.add_argument("--node", metavar="NAME", help="place the claims on this node only")
     parser.add_argument(
+        "--max-steps",
+        type=_steps,
+        default=DEFAULT_SEARCH_STEPS,
+        metavar="N",
+        help="search steps one pod's placement may take before it is answered too complex, "
+        f"as admission does (default {DEFAULT_SEARCH_STEPS}, one node at most "
+        f"{NODE_SEARCH_STEPS * 100 // DEFAULT_SEARCH_STEPS}%% of them); 0: no bound",
+    )
+    parser.add_argument(
         "--together",
         action="store_true",
         help="place all claims given as the claims of one pod (default: each pod, and each "
         "file's other claims, separately)",
     )
+
+
+def _steps(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of steps: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (no bound) or more, not {value}")
+    return value
+
+
+def _placer(state: ClusterState, max_steps: int) -> ClusterPlacer:
+    """A placer with `max_steps` (0: no bound), one node's share scaled like the default's."""
+    if max_steps == 0:
+        return make_placer(state, steps=sys.maxsize, node_steps=None)
+    share = max(1, max_steps * NODE_SEARCH_STEPS // DEFAULT_SEARCH_STEPS)
+    return make_placer(state, steps=max_steps, node_steps=share)
 
 
 def _standalone(obj: Mapping[str, Any]) -> tuple[str, PodClaim]:
@@ -183,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
         )
     groups = _groups(files, state, args.together)
     items: list[dict[str, Any]] = []
-    placer = make_placer(state)  # one placement index for every group
+    placer = _placer(state, args.max_steps)  # one placement index for every group
     for group, claims in groups:
         placement = placer.place([c for _, c in claims], node=args.node)
         if placement.invalid:
