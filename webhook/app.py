@@ -26,7 +26,7 @@ from webhook.backend import Backend, Ledger
 from webhook.kube.metricsauth import Verdict
 from webhook.metrics import Metrics, queue_label, reason_label, resource_label
 from webhook.placementcache import CachedPlacer
-from webhook.runner import AdmissionRunner
+from webhook.runner import AdmissionRunner, QueueFull
 
 __all__ = ["MAX_BODY_BYTES", "QUICK_BODY_BYTES", "create_app"]
 
@@ -34,6 +34,9 @@ MAX_BODY_BYTES = 3 * 1024 * 1024
 # Bodies up to this size may be decided on the event loop (see `AdmissionRunner`): an
 # ordinary pod is a few KiB, and the work of a decision grows with its containers and claims.
 QUICK_BODY_BYTES = 64 * 1024
+# What a namespace refused for having too many admissions waiting is told to wait before it
+# submits again; the API server passes it on as Retry-After, which client-go obeys.
+RETRY_AFTER_SECONDS = 1
 
 log = logging.getLogger("draquota.admission")
 
@@ -132,7 +135,7 @@ def create_app(
                 and (cached is None or cached.knows(req.object))
             )
             answered, result = await runner.run(
-                deadline_start, admission.review, req, mutating, quick=quick
+                deadline_start, admission.review, req, mutating, quick=quick, flow=req.namespace
             )
             if answered and result is not None:
                 outcome, decision = result
@@ -147,10 +150,15 @@ def create_app(
                     f"{runner.deadline:g}s ({runner.busy()} of {runner.workers} workers busy): "
                     "submit again",
                 )
+        except QueueFull as full:
+            log.info("admission refused: queue full", extra={"uid": req.uid, "flow": full.flow})
+            outcome = _too_many(req, full)
         except Exception as exc:
             log.exception("admission failed", extra={"uid": req.uid, "endpoint": endpoint})
             outcome = _deny(403, "InternalError", f"{req.ref}: draquota failed to decide: {exc}")
         document = review_response(req.uid, outcome, mutating)
+        if outcome.code == 429:
+            document["response"]["status"]["details"] = {"retryAfterSeconds": RETRY_AFTER_SECONDS}
         try:
             _record(
                 metrics,
@@ -205,6 +213,17 @@ def create_app(
         return Response(await runner.side(metrics.render), media_type=metrics.content_type)
 
     return app
+
+
+def _too_many(req: AdmissionRequest, full: QueueFull) -> Outcome:
+    # As the API server answers a request its Priority and Fairness rejects: 429, retry later.
+    where = f"namespace {full.flow}" if full.flow else "cluster-scoped objects"
+    return _deny(
+        429,
+        "TooManyRequests",
+        f"{req.ref}: too many admissions of {where} waiting ({full.waiting} waiting, "
+        f"{full.held} being decided): submit again in {RETRY_AFTER_SECONDS}s",
+    )
 
 
 def _refused(answer: Verdict) -> Response:

@@ -13,7 +13,10 @@ At most `workers` decisions run on workers at once, each in its own thread; a
 request waits for a free worker and for its decision only until its deadline, then
 gets an answer anyway (the caller turns None into a denial). The work itself cannot
 be interrupted: it finishes in its thread, bounded by the placement budgets, and
-frees its worker then.
+frees its worker then. Workers are shared fairly between namespaces
+(`webhook.fairqueue`): one namespace holds at most half of them, a freed worker goes
+to the namespace holding fewest, and a namespace with too many requests waiting is
+refused at once (`QueueFull`) rather than queued behind itself.
 
 The admission path is wedged when every worker has been busy with one request for
 longer than the deadline: nothing new can be decided. /readyz reports it, and
@@ -32,7 +35,9 @@ from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
-__all__ = ["AdmissionRunner", "Offload", "offload_if_inline", "running_inline"]
+from webhook.fairqueue import CLUSTER_FLOW, FairQueue, QueueFull
+
+__all__ = ["AdmissionRunner", "Offload", "QueueFull", "offload_if_inline", "running_inline"]
 
 _T = TypeVar("_T")
 
@@ -64,7 +69,9 @@ def _consume(future: asyncio.Future[Any]) -> None:
 
 
 class AdmissionRunner:
-    """Runs `fn(*args)` on at most `workers` threads, answering within `deadline` seconds."""
+    """Runs `fn(*args)` on at most `workers` threads, answering within `deadline` seconds;
+    `queue` shares the workers between flows (namespaces) and counts what each queued and
+    was refused."""
 
     def __init__(
         self,
@@ -82,19 +89,25 @@ class AdmissionRunner:
         self.offloaded = 0  # decisions tried inline and handed to a worker
         self._executor = ThreadPoolExecutor(workers, thread_name_prefix="draquota-admission")
         self._side = ThreadPoolExecutor(2, thread_name_prefix="draquota-side")
-        self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+        self.queue = FairQueue(workers)
         self._running: dict[int, float] = {}
         self._ids = itertools.count()
         self._lock = threading.Lock()
         self._wedged_since: float | None = None
 
     async def run(
-        self, started: float, fn: Callable[..., _T], *args: Any, quick: bool = False
+        self,
+        started: float,
+        fn: Callable[..., _T],
+        *args: Any,
+        quick: bool = False,
+        flow: str = CLUSTER_FLOW,
     ) -> tuple[bool, _T | None]:
         """(True, result), or (False, None) when the deadline (from `started`) passed first.
 
         With `quick`, `fn` is tried on the event loop first, and on a worker only if it
-        raises `Offload`."""
+        raises `Offload`. On a worker it runs as a request of `flow` (the request's
+        namespace): QueueFull when that flow already has too many waiting."""
         if quick:
             token = _INLINE.set(True)
             try:
@@ -107,12 +120,7 @@ class AdmissionRunner:
             finally:
                 _INLINE.reset(token)
         loop = asyncio.get_running_loop()
-        if self._slots is None or self._slots[0] is not loop:
-            self._slots = (loop, asyncio.Semaphore(self.workers))
-        slots = self._slots[1]
-        try:
-            await asyncio.wait_for(slots.acquire(), self._remaining(started))
-        except TimeoutError:
+        if not await self.queue.acquire(flow, self._remaining(started)):
             return self._late()
         key = next(self._ids)
 
@@ -124,13 +132,13 @@ class AdmissionRunner:
             finally:
                 with self._lock:
                     self._running.pop(key, None)
+                self.queue.release(flow)  # here, not on the loop: the loop may be gone
 
         try:
             future = loop.run_in_executor(self._executor, job)
         except BaseException:
-            slots.release()
+            self.queue.release(flow)
             raise
-        future.add_done_callback(lambda _: slots.release())
         try:
             result = await asyncio.wait_for(asyncio.shield(future), self._remaining(started))
         except TimeoutError:

@@ -19,6 +19,7 @@ __all__ = [
     "PatchOp",
     "PatchVerb",
     "ResponseStatus",
+    "StatusDetails",
 ]
 
 ADMISSION_API_VERSION = "admission.k8s.io/v1"
@@ -68,10 +69,15 @@ class AdmissionReviewIn(TypedDict):
     request: AdmissionRequestBody
 
 
+class StatusDetails(TypedDict, total=False):
+    retryAfterSeconds: int  # the API server sends it on as the Retry-After header
+
+
 class ResponseStatus(TypedDict, total=False):
     code: int
     message: str
     reason: str
+    details: StatusDetails
 
 
 class _AdmissionResponseRequired(TypedDict):

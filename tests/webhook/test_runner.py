@@ -214,3 +214,31 @@ def test_a_placement_not_cached_is_searched_on_a_worker_even_when_tried_inline()
     _run(runner, lambda: cached(claims, {"pool": "a"}), quick=True)
     assert len(placer.threads) == 1 and (runner.inline, runner.offloaded) == (1, 1)
     runner.shutdown()
+
+
+def test_a_namespace_whose_decisions_hang_keeps_half_the_workers_and_others_are_decided() -> None:
+    runner = AdmissionRunner(workers=4, deadline=60.0)
+    release = threading.Event()
+    started = threading.Semaphore(0)
+
+    def hang() -> str:
+        started.release()
+        release.wait(30)
+        return "flood"
+
+    async def scenario() -> tuple[list[Any], int, int]:
+        flood = [
+            asyncio.create_task(runner.run(runner.clock(), hang, flow="flood")) for _ in range(6)
+        ]
+        for _ in range(2):
+            assert await asyncio.to_thread(started.acquire, True, 30)
+        quiet = [await runner.run(runner.clock(), lambda: "quiet", flow="team-b") for _ in range(3)]
+        held, waiting = runner.queue.held("flood"), runner.queue.waiting("flood")
+        release.set()
+        return [*quiet, *await asyncio.gather(*flood)], held, waiting
+
+    answers, held, waiting = asyncio.run(scenario())
+    assert answers == [(True, "quiet")] * 3 + [(True, "flood")] * 6
+    assert (held, waiting) == (2, 4)  # while team-b was decided
+    assert runner.queue.queued["flood"] == 4 and runner.deadline_exceeded == 0
+    runner.shutdown()
