@@ -33,6 +33,7 @@ from quota.queuetable import QueueTable, queue_table
 from quota.settings import Settings
 from quota.waiting import waiting_in
 from webhook.gatedpods import GatedPods
+from webhook.ledgermetrics import LedgerCollector
 
 __all__ = [
     "LATENCY_BUCKETS",
@@ -199,7 +200,12 @@ class _StateCollector:
 
 
 _QUOTA_LABELS = ["cluster_queue", "flavor", "resource"]
-_UNITS = "(quota units: devices, cpu millicores, memory bytes)"
+# Counter and capacity resources (issue 27) too are raw numbers in their base unit: bytes for
+# a GPU memory quota written 40Gi, 100000000000 for a bandwidth written 100G.
+_UNITS = (
+    "(quota units: devices, cpu millicores, memory bytes, counters and capacities in their "
+    "base unit)"
+)
 
 
 def _usage_family(usage: Mapping[str, Mapping[FlavorResource, int]]) -> Metric:
@@ -336,6 +342,7 @@ class Metrics:
         """Export usage, quota, lending, cache state and waiting workloads of this backend and
         ledger."""
         self.registry.register(_StateCollector(backend, ledger, settings or Settings()))
+        self.registry.register(LedgerCollector(ledger))
 
     def observe_wait(self, cluster_queue: str, seconds: float) -> None:
         """A waiting pod or pod group was admitted after `seconds` in its queue."""

@@ -4,7 +4,8 @@ A group whose last pod did not fit was recorded pod by pod and rolled back on ev
 controller pass (1,485 QuotaLedger writes in 42 s). Now a group is decided as a whole in
 memory first: while it waits, the QuotaLedger objects of its queue keep their
 resourceVersions; a group that could never fit in its queue is denied as its pods are
-created.
+created. A big group's records fill several QuotaLedger shards, which are deleted again
+once its pods are gone, and `draquota_ledger_writes_total` counts every record written.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import yaml
 
 from quota.waiting import ADMISSION_GATE, GROUP_LABEL, GROUP_TOTAL_ANNOTATION
 from tests.e2e.cluster import Draquota, eventually
-from tests.e2e.objects import Flavor, Scenario, gpu_pod, scenario
+from tests.e2e.objects import UNSCHEDULED, Flavor, Scenario, gpu_pod, scenario
 
 pytestmark = pytest.mark.e2e
 
@@ -100,3 +101,56 @@ def test_a_waiting_group_leaves_the_quota_ledger_alone_then_starts_all_together(
     )
     eventually(lambda: _running(s) == ["trio-0", "trio-1", "trio-2"], timeout=60)
     eventually(lambda: s.usage("w") == [3.0] * 3, timeout=30)
+
+
+def _records(s: Scenario, outcome: str) -> float:
+    """Records of the scenario's queue counted by every replica with this outcome."""
+    counts = [
+        r.metric("draquota_ledger_writes_total", cluster_queue=s.name, outcome=outcome)
+        for r in s.installed.replicas
+    ]
+    return sum(c or 0.0 for c in counts)
+
+
+def _admitted(s: Scenario) -> int:
+    """Pods the queue admitted (ungated), bound or not."""
+    return sum(
+        1
+        for p in s.pods()
+        if {"name": ADMISSION_GATE} not in p["spec"].get("schedulingGates", [])
+        and "deletionTimestamp" not in p["metadata"]
+    )
+
+
+def test_a_big_groups_quota_ledgers_go_once_its_pods_do_and_its_writes_are_counted(
+    draquota_cluster: Draquota,
+) -> None:
+    size = 120  # about three shards of records
+    s = scenario(draquota_cluster, "e2e-gw-big", Flavor("b", size, {"e2e-gw-big-1": size}))
+    s.queueing()
+    written = _records(s, "written")
+    out = _create(s, _member("never-0", "never", size + 1), check=False)
+    assert out.returncode != 0 and "maximum capacity" in out.stderr
+    members = [_member(f"big-{i}", "big", size) for i in range(size)]
+    for pod in members:  # admission is what is measured: no scheduler binds them
+        pod["spec"]["schedulerName"] = UNSCHEDULED
+    _create(s, *members)
+    eventually(lambda: _admitted(s) == size, timeout=180)
+    assert len(s.reservations()) == size
+    shards = _ledger_versions(s)
+    assert len(shards) >= 3  # shards filled, and the head
+    # each member's record written once, by the queueing controller of one replica
+    assert _records(s, "written") - written == size
+    s.cluster.kubectl(
+        "delete", "pods", "--all", "-n", s.namespace, "--grace-period=0", "--force", "--wait=true"
+    )
+    # records dropped by the reconcilers, then the emptied shards deleted after their grace:
+    # the active shard and the head stay
+    eventually(lambda: s.reservations() == [], timeout=60)
+    eventually(lambda: len(_ledger_versions(s)) == 2, timeout=150, interval=2)
+    assert _records(s, "removed") >= size
+    deleted = [
+        r.metric("draquota_ledger_shard_deletions_total", outcome="deleted")
+        for r in s.installed.replicas
+    ]
+    assert sum(d or 0.0 for d in deleted) >= len(shards) - 2

@@ -261,8 +261,9 @@ class FakeApiServer:
             return h._send(200, self.store.get(res, ns, name))
         if method == "PUT":
             return h._send(200, self.store.update(res, ns, name, h._body(), status_only))
-        if method == "DELETE":
-            return h._send(200, self.store.delete(res, ns, name))
+        if method == "DELETE":  # with DeleteOptions.preconditions.resourceVersion, if sent
+            wanted = (h._body().get("preconditions") or {}).get("resourceVersion")
+            return h._send(200, self.store.delete(res, ns, name, wanted))
         raise ApiError(405, "MethodNotAllowed", method)
 
     def _target(

@@ -178,12 +178,24 @@ class Store:
             self._objects[res.key][(namespace, name)] = obj
             return copy.deepcopy(self._bump(res.key, "MODIFIED", obj))
 
-    def delete(self, res: Resource, namespace: str, name: str) -> Obj:
+    def delete(
+        self, res: Resource, namespace: str, name: str, resource_version: str | None = None
+    ) -> Obj:
+        """DELETE; with `resource_version` (a precondition) only that version, else 409."""
         namespace = namespace if res.namespaced else ""  # cluster-scoped: one key
         with self.cond:
-            obj = self._objects[res.key].pop((namespace, name), None)
-            if obj is None:
+            current = self._objects[res.key].get((namespace, name))
+            if current is None:
                 raise ApiError(404, "NotFound", f'{res.plural} "{name}" not found')
+            if resource_version and resource_version != current["metadata"]["resourceVersion"]:
+                raise ApiError(
+                    409,
+                    "Conflict",
+                    f'Operation cannot be fulfilled on {res.plural} "{name}": Precondition '
+                    f"failed: ResourceVersion in precondition: {resource_version}, "
+                    f"ResourceVersion in object meta: {current['metadata']['resourceVersion']}",
+                )
+            obj = self._objects[res.key].pop((namespace, name))
             return copy.deepcopy(self._bump(res.key, "DELETED", obj))
 
     def events_after(self, rv: int, res: Resource, namespace: str | None) -> list[Event]:

@@ -39,7 +39,8 @@ ALLOWED = {
     ("draquota.io", "clusterqueues"): READ,
     ("draquota.io", "localqueues"): READ,
     ("draquota.io", "resourceflavors"): READ,
-    ("draquota.io", "quotaledgers"): READ | {"create", "update", "patch"},
+    # delete: empty shards, each with a resourceVersion precondition
+    ("draquota.io", "quotaledgers"): READ | {"create", "update", "patch", "delete"},
     ("draquota.io", "clusterqueues/status"): {"update", "patch"},
     ("draquota.io", "localqueues/status"): {"update", "patch"},
     ("", "secrets"): {"get", "update", "patch"},

@@ -3,12 +3,15 @@
 Records are sharded: the active shard is sealed before its entries pass
 `shard_bytes` and the next one takes new records, so no object outgrows the cap
 however many admissions are in flight, every admission writes one shard, and a
-full shard denies nobody.
+full shard denies nobody. Issue 29: nor do the shards grow in number as pods come and
+go; emptied ones are deleted, sparse ones emptied.
 """
 
 from __future__ import annotations
 
 import json
+import random
+from typing import Any
 
 import pytest
 
@@ -17,6 +20,8 @@ from quota.settings import Settings
 from tests.fakeapi import FakeApiServer
 from tests.webhook.kube.conftest import FAST, api, client, kubeconfig  # noqa: F401
 from tests.webhook.kube.objects import NAMESPACE, QUEUE, cluster_objects, gpu_pod
+from tests.webhook.kube.test_backend import eventually
+from tests.webhook.kube.test_ledger import Clock
 from webhook.kube.backend import KubeBackend
 from webhook.kube.client import KubeClient
 from webhook.kube.ledger import ClusterLedger, LedgerOptions
@@ -66,3 +71,54 @@ def test_admissions_in_flight_fill_shards_that_never_outgrow_the_cap(
 def test_the_default_cap_keeps_every_object_far_below_the_api_servers_limit() -> None:
     # 10,000 admissions in flight spread over shards of SHARD_BYTES of entries each
     assert SHARD_BYTES * 1.25 < 256 * 1024  # room for the object's envelope and encoding
+
+
+def _deciding(backend: KubeBackend, ledger: ClusterLedger, pod: dict[str, Any]) -> Any:
+    return lambda usage: decide(pod, backend.state, usage, ledger.settings)
+
+
+def test_pods_coming_and_going_leave_shards_bounded_by_the_records_they_hold(
+    api: FakeApiServer,  # noqa: F811
+    client: KubeClient,  # noqa: F811
+) -> None:
+    for obj in cluster_objects(10_000):
+        api.create(obj)
+    backend = KubeBackend(client, FAST)
+    clock = Clock()
+    unpaced = LedgerOptions(
+        shard_bytes=CAP, reconcile_interval=3600, write_rate=1e6, write_burst=1e6, empty_grace=1
+    )
+    ledger = ClusterLedger(client, backend, Settings(placement="Off"), unpaced, clock=clock)
+    backend.attach(ledger)
+    backend.start()
+    rng = random.Random(29)
+    live: list[str] = []
+    try:
+        assert backend.wait_until_ready(10)
+        for wave in range(3):  # 150 pods admitted and started, then 9 in 10 of them leave
+            for i in range(150):
+                name = f"w{wave}-{i}"
+                pod = gpu_pod(name)
+                assert ledger.admit(
+                    name, _deciding(backend, ledger, pod), False, f"{NAMESPACE}/{name}"
+                ).allowed
+                pod["metadata"]["uid"] = name
+                api.create(pod)
+                live.append(name)
+            eventually(lambda: len(backend.state.list("Pod")) == len(live))
+            ledger.usage()  # and charged: seen running by the ledger
+            for name in rng.sample(live, k=len(live) * 9 // 10):
+                api.delete("Pod", NAMESPACE, name)
+                live.remove(name)
+            eventually(lambda: len(backend.state.list("Pod")) == len(live))
+            for _ in range(4):  # records dropped, sparse shards emptied, empty ones deleted
+                ledger.reconcile()
+                clock.now += 2
+        shards = shards_of(api.objects("QuotaLedger"))[f"queue-{QUEUE}"]
+        assert sorted(e.id for s in shards for e in s.entries) == sorted(live)
+        held = sum(e.size for s in shards for e in s.entries)
+        assert len(shards) <= 4 * held // CAP + 1  # and the active one
+        created = 3 * 150 * (held // len(live)) // CAP
+        assert created > 3 * len(shards)  # what the waves filled, without deletions
+    finally:
+        backend.stop()

@@ -38,6 +38,7 @@ pytestmark = pytest.mark.integration
 
 GPU = FlavorResource("default", "gpu")
 TTL = 60
+QUIET = LedgerOptions(reconcile_interval=3600)  # reconciled only when a test says so
 
 
 @dataclass
@@ -55,10 +56,13 @@ class Replica:
         return self.ledger.usage().of(QUEUE).get(GPU, 0)
 
 
-def replica(client: KubeClient, clock: Clock) -> Replica:
+def replica(
+    client: KubeClient,
+    clock: Clock,
+    options: LedgerOptions = QUIET,
+) -> Replica:
     settings = Settings(placement="Off", reservation_ttl_seconds=TTL, admission_deadline_seconds=30)
     backend = KubeBackend(client, FAST)
-    options = LedgerOptions(reconcile_interval=3600)
     ledger = ClusterLedger(client, backend, settings, options, clock=clock, wall=clock)
     backend.attach(ledger)
     http = AppClient(create_app(backend, ledger, settings))
@@ -174,3 +178,84 @@ def test_an_admission_that_fails_to_decide_does_not_deny_its_batch(
     assert not results["hostile"].allowed
     assert results["hostile"].reason == "LedgerUnavailable"
     assert a.usage() == 2
+
+
+def _team_b(cohort: str) -> list[dict[str, Any]]:
+    """Another team: namespace `team-b`, its template, ClusterQueue `other` in `cohort`."""
+    objects = {o["kind"]: o for o in cluster_objects(100, cohort)}
+    namespace, template = objects["Namespace"], objects["ResourceClaimTemplate"]
+    queue, local = objects["ClusterQueue"], objects["LocalQueue"]
+    namespace["metadata"]["name"] = template["metadata"]["namespace"] = "team-b"
+    queue["metadata"]["name"] = local["spec"]["clusterQueue"] = "other"
+    local["metadata"]["namespace"] = "team-b"
+    return [namespace, template, queue, local]
+
+
+def _routed(r: Replica, uid: str, namespace: str, queue: str) -> Decision:
+    pod = gpu_pod(uid)
+    pod["metadata"]["namespace"] = namespace
+
+    def evaluate(usage: Usage) -> Decision:
+        return decide(pod, r.backend.state, usage, r.ledger.settings)
+
+    return r.ledger.admit(uid, evaluate, False, f"{namespace}/{uid}", cluster_queue=queue)
+
+
+def test_a_group_churning_in_one_queue_leaves_no_shards_and_keeps_to_its_write_rate(
+    api: FakeApiServer, client: KubeClient
+) -> None:
+    """Issue 29: a pod group written and taken back pass after pass (1,485 writes in 42 s,
+    160 QuotaLedgers a minute never deleted). Now its queue writes at most its rate, the
+    shards it fills and empties are deleted, and the records another team writes to the same
+    cohort's shards meanwhile, through another replica, all stay, gathered in few shards."""
+    for obj in [*cluster_objects(100, "shared"), *_team_b("shared")]:
+        api.create(obj)
+    clock = Clock()
+    rate, burst, rounds = 10, 20, 12
+    options = LedgerOptions(
+        reconcile_interval=3600,
+        shard_bytes=2048,  # about 10 records: the churn fills many shards
+        write_rate=rate,
+        write_burst=burst,
+        write_wait=0,  # a write over the rate is refused at once (a queued group would wait)
+        empty_grace=5,
+    )
+    churner, peer = replica(client, clock, options), replica(client, clock, options)
+    try:
+        written = 0
+        kept: list[str] = []
+        for round_ in range(rounds):
+            clock.now += 1.0  # one pass a second, a group of 30 each
+            members = [f"g{round_}-{i}" for i in range(30)]
+            decisions = [_routed(churner, uid, NAMESPACE, QUEUE) for uid in members]
+            assert {d.reason for d in decisions} <= {"Admitted", "LedgerBusy"}
+            written += sum(d.allowed for d in decisions)
+            churner.ledger.release(
+                [u for u, d in zip(members, decisions, strict=True) if d.allowed]
+            )
+            uid = f"b{round_}"
+            assert _routed(peer, uid, "team-b", "other").allowed  # the other queue's own pace
+            pod = gpu_pod(uid)
+            pod["metadata"].update(namespace="team-b", uid=uid)
+            api.create(pod)  # and runs
+            kept.append(uid)
+        # a burst, then the rate: whatever the group asked for (30 a second)
+        assert rate * (rounds - 1) <= written <= burst + rate * (rounds - 1)
+        assert churner.ledger.ledger_writes()[(QUEUE, "throttled")] == 30 * rounds - written
+        filled = shards_of(api.objects("QuotaLedger"))["cohort-shared"]
+        assert len(filled) >= 10
+        eventually(lambda: all(r.ledger.record(u) for r in (churner, peer) for u in kept))
+        for _ in range(2):  # the sparse shards are emptied, then deleted past the grace
+            for r in (churner, peer):
+                r.ledger.reconcile()
+            clock.now += 10
+        shards = shards_of(api.objects("QuotaLedger"))["cohort-shared"]
+        assert sorted(e.id for s in shards for e in s.entries) == sorted(kept)
+        held = sum(e.size for s in shards for e in s.entries)
+        assert len(shards) <= 4 * held // 2048 + 1
+        assert len(api.objects("QuotaLedger")) == len(shards) + 1  # and the head
+        eventually(lambda: peer.ledger.usage().of("other").get(GPU, 0) == len(kept))
+        eventually(lambda: churner.ledger.usage().of(QUEUE).get(GPU, 0) == 0)
+    finally:
+        for r in (churner, peer):
+            r.backend.stop()

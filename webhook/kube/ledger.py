@@ -20,6 +20,12 @@ Invariants that keep usage exact (see `webhook.kube.reservations` for the shards
   replica's reservations expire early; the reconciler deletes a record only once
   the replica running it judged it expired.
 
+The reconciler also empties sparse shards (`compact`) and deletes empty ones
+(`delete_empty`); new shards are created through the ledger's head (see
+`webhook.kube.reservations` for why a shard name must never be the active shard twice,
+`webhook.kube.shardstore` for how). Record writes are paced per ClusterQueue
+(`webhook.kube.writerate`) and counted (`webhook.kube.ledgercounts`).
+
 Longer than 400 lines because `ClusterLedger` is one object: admission, shard sync and
 reconciliation share its locks, its caches and the invariants above.
 """
@@ -33,33 +39,41 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from certs.periodic import Periodic
 from quota.charge import Charge
+from quota.livepods import is_gated
 from quota.settings import Settings
 from quota.usage import Usage
 from quota.verdict import Decision, Verdict
 from webhook.backend import SyncedUsage, valid_reservation_id
 from webhook.clusterstate import ClusterState
 from webhook.kube.client import ApiError, KubeClient, TransportError
+from webhook.kube.ledgercounts import LedgerCounts
 from webhook.kube.reservations import (
     SHARD_BYTES,
     Reservation,
     Shard,
+    head_name,
+    head_top,
     ledger_base,
-    ledger_object,
     shard_index,
     shard_name,
 )
 from webhook.kube.resources import QUOTA_LEDGER
+from webhook.kube.shardstore import ShardStore
 from webhook.kube.warmup import WarmUp
+from webhook.kube.writerate import WriteRate
 from webhook.podusage import PodUsage
 from webhook.runner import offload_if_inline
 
 __all__ = ["ClusterLedger", "LedgerOptions"]
 
 log = logging.getLogger("draquota.ledger")
+
+# Sparse shards emptied by one reconciler pass (`ClusterLedger.compact`), at most.
+_COMPACTED_PER_PASS = 8
 
 
 @dataclass(frozen=True)
@@ -69,6 +83,13 @@ class LedgerOptions:
     request_timeout: float = 2.0
     reconcile_interval: float = 5.0
     shard_bytes: int = SHARD_BYTES
+    # Record writes per second per ClusterQueue on one replica, and at once; an admission
+    # waits for its turn at most `write_wait` (and at most half the admission deadline).
+    write_rate: float = 50.0
+    write_burst: float = 100.0
+    write_wait: float = 1.0
+    # A shard below its head's index is deleted once it has held no record for this long.
+    empty_grace: float = 60.0
 
 
 class _Backend(Protocol):
@@ -99,7 +120,14 @@ class ClusterLedger(SyncedUsage):
         self.options = options
         self.clock = clock
         self.wall = wall
-        self.conflicts = 0
+        self._conflicts = 0
+        self.counts = LedgerCounts()
+        self._store = ShardStore(
+            client, self.state, self.counts, options.request_timeout, options.max_attempts
+        )
+        wait = min(options.write_wait, settings.admission_deadline_seconds / 2)
+        self._rate = WriteRate(options.write_rate, options.write_burst, wait, clock=clock)
+        self._empty_since: dict[str, float] = {}  # shard -> since when this view saw it empty
         self._view_lock = threading.RLock()  # guards _pods, _records and the fields below
         self._pods = PodUsage(self.state, settings, wall)
         self._records_revision = -1
@@ -134,6 +162,11 @@ class ClusterLedger(SyncedUsage):
             "ledger", options.reconcile_interval, self.reconcile, lambda: backend.ready()[0]
         )
 
+    @property
+    def conflicts(self) -> int:
+        """Writes this replica had refused because another writer was first."""
+        return self._conflicts + self._store.conflicts
+
     # -- Ledger protocol -------------------------------------------------------------
 
     def admit(
@@ -154,19 +187,33 @@ class ClusterLedger(SyncedUsage):
             return self._decide(evaluate, uid, pod, existing)[0]
         offload_if_inline("a QuotaLedger write")
         mine = _Waiting(uid, pod, evaluate, existing)
-        if cluster_queue and not existing:
-            return self._join(ledger_base(self.state, cluster_queue), mine)
         seed: tuple[Decision, Shard] | None = None
         if cluster_queue:
+            if self._rate.turn(cluster_queue) is None:
+                return self._throttled(cluster_queue)
+            if not existing:
+                return self._join(ledger_base(self.state, cluster_queue), mine)
             base = ledger_base(self.state, cluster_queue)
         else:  # the decision names the queue, and so the cohort to lock
             decision, shard = self._decide(evaluate, uid, pod, existing)
             if not decision.allowed or decision.charge is None or shard is None:
                 return decision
-            base, seed = ledger_base(self.state, decision.charge.cluster_queue), (decision, shard)
+            queue = decision.charge.cluster_queue
+            if self._rate.turn(queue) is None:
+                return self._throttled(queue)
+            base, seed = ledger_base(self.state, queue), (decision, shard)
         with self._lock_for(base):
             self._commit(base, [mine], seed)
         return mine.decision or _unavailable(base, "draquota failed to decide")
+
+    def _throttled(self, cluster_queue: str) -> Decision:
+        """An admission whose turn to write is further away than the wait allowed."""
+        self.counts.records([cluster_queue], "throttled")
+        message = (
+            f"draquota cannot reserve quota now: ClusterQueue {cluster_queue} is writing "
+            f"admission records faster than {self._rate.rate:g} per second; retry"
+        )
+        return Decision(Verdict.DENIED, "LedgerBusy", message)
 
     def _join(self, base: str, mine: _Waiting) -> Decision:
         """Group commit: the admissions of a cohort that arrive while its records are being
@@ -199,17 +246,22 @@ class ClusterLedger(SyncedUsage):
         return mine.decision or _unavailable(base, "draquota failed to decide")
 
     def _commit(
-        self, base: str, batch: list[_Waiting], seed: tuple[Decision, Shard] | None = None
+        self,
+        base: str,
+        batch: list[_Waiting],
+        seed: tuple[Decision, Shard] | None = None,
+        outcome: str = "written",
     ) -> None:
         """Decide the batch in order, each admission on the usage with the records of the ones
         before it, and write the allowed records in one write to the active shard; again, all
         of it, after a conflict (the shard then read first). `seed`: a decision of a batch of
-        one made before the lock, kept while the shard it saw is still the active one."""
+        one made before the lock, kept while the shard it saw is still the active one;
+        `outcome`: what the records written are counted as."""
         delay, decisions = self.options.retry_delay, None
         for _ in range(self.options.max_attempts):
             if decisions is not None:  # a conflict, or a shard just sealed: the view is behind
                 try:
-                    self._read_active(base)
+                    self._locate(base)
                 except (ApiError, TransportError) as exc:
                     return _settle(batch, base, decisions, str(exc))
             if seed is not None and not self._moved(base, seed[1]):
@@ -226,28 +278,39 @@ class ClusterLedger(SyncedUsage):
                 return _settle(batch, base, decisions)
             entries = [e for e in shard.entries if e.id not in allowed]
             now = self.wall()
+            kept = {w.uid: w.record for w in batch if w.record is not None}
             new = [
-                Reservation(uid, charge.cluster_queue, pod, charge.to_annotation(), now)
+                kept.get(uid)
+                or Reservation(uid, charge.cluster_queue, pod, charge.to_annotation(), now)
                 for uid, (pod, charge) in allowed.items()
             ]
             full = (
                 bool(entries) and sum(e.size for e in [*entries, *new]) > self.options.shard_bytes
             )
+            queues = [charge.cluster_queue for _, charge in allowed.values()]
             try:
-                # with the resourceVersion the decisions saw: a 409 means they are stale
-                self._write(shard, entries if full else [*entries, *new], sealed=full)
+                # with the resourceVersion the decisions saw: a 409 means they are stale, a
+                # 404 that the shard they saw is gone (emptied, deleted): a newer one is active
+                if shard.resource_version:
+                    self._store.write(shard, entries if full else [*entries, *new], sealed=full)
+                else:
+                    self._store.create(base, shard, new)
             except ApiError as exc:
-                if exc.code != 409:
+                if exc.code not in (404, 409):
+                    self.counts.records(queues, "error")
                     return _settle(batch, base, decisions, str(exc))
-                self.conflicts += 1
+                self.counts.records(queues, "conflict")
+                self._conflicts += 1
                 time.sleep(delay * (1 + random.random()))
                 delay = min(delay * 2, 0.2)
                 continue
             except TransportError as exc:
+                self.counts.records(queues, "error")
                 return _settle(batch, base, decisions, str(exc))
             with self._view_lock:
                 self._sync()
             if not full:
+                self.counts.records(queues, outcome)
                 return _settle(batch, base, decisions)
         if decisions is None:  # max_attempts 0
             decisions = [_unavailable(base, "no attempts allowed") for _ in batch]
@@ -315,7 +378,100 @@ class ClusterLedger(SyncedUsage):
         for name in sorted(n for n in names if shard_index(n) is not None):
             # only the shards holding a record to drop are read and rewritten
             dropped += self._rewrite(name, lambda e: e.id in drop)
+        self.compact()
+        self.delete_empty()
         return dropped
+
+    def compact(self) -> int:
+        """Move the records of sparse shards (sealed, below their head's index, a quarter full
+        or less) to the active shard, so that the shards they leave empty are deleted: however
+        records come and go, a ledger keeps at most about four times the shards its records
+        fill, besides its active shard and its head. A few shards a pass; the records moved.
+
+        Only records of live pods that hold them and wait for nothing are moved (`_movable`).
+        Nothing takes those out but a reconciler once their pods leave, so a copy never
+        brings back a record taken out meanwhile (a queue taking back a group's records); at
+        worst it copies the record of a pod that just left, which counts for no replica that
+        saw the pod leave, and is reconciled as the original would have been."""
+        with self._view_lock:
+            self._sync()
+            sparse = [name for name in sorted(self._shards) if self._sparse(name)]
+        return sum(self._move_out(name) for name in sparse[:_COMPACTED_PER_PASS])
+
+    def _sparse(self, name: str) -> bool:
+        entries, sealed, _ = self._shards[name]
+        size = sum(entry.size for entry in entries.values())
+        small = bool(entries) and 4 * size <= self.options.shard_bytes
+        return sealed and small and self._under_head(name)
+
+    def _move_out(self, name: str) -> int:
+        """Write the movable records of a sparse shard to the active one, then take them, and
+        entries a higher shard overrides, out of it (read again first: it only loses
+        entries). How many records moved."""
+        base = name.rsplit("-", 1)[0]
+        with self._lock_for(base):
+            with self._view_lock:
+                self._sync()
+                entries = list(self._shards.get(name, ({}, False, ""))[0].values())
+                moves = [(entry, self._movable(entry)) for entry in entries]
+                overridden = {e.id for e in entries if self._winner(e.id) is not e}
+            batch = [
+                _Waiting(e.id, e.pod, _recorded(charge), existing=True, record=e)
+                for e, charge in moves
+                if charge is not None and e.id not in overridden
+            ]
+            if batch:
+                self._commit(base, batch, outcome="moved")
+            moved = {w.uid for w in batch if w.decision is not None and w.decision.allowed}
+            done = moved | overridden
+            if done:
+                self._store.rewrite(name, lambda e: e.id in done, outcome="")
+        return len(moved)
+
+    def _movable(self, entry: Reservation) -> Charge | None:
+        """The charge of a record whose pod (or Job) is cached, holds it and is not gated."""
+        if not self._pods.holds(entry.id):
+            return None
+        namespace, _, pod_name = entry.pod.partition("/")
+        pod = self.state.get("Pod", namespace, pod_name) if pod_name else None
+        if pod is not None and is_gated(pod):
+            return None
+        return self._pods.charges.parsed(entry.charge, entry.parsed_charge)
+
+    def delete_empty(self) -> int:
+        """Delete the shards that have held no record for `empty_grace`, below their head's
+        index: never the active shard, nor one a replica may still create. Each DELETE has
+        the resourceVersion this view holds as precondition, so a shard written meanwhile
+        stays (409) and is looked at again. How many went."""
+        now = self.clock()
+        with self._view_lock:
+            self._sync()
+            doomed = [
+                (name, self._shards[name][2])
+                for name, since in self._empty_since.items()
+                if now - since >= self.options.empty_grace and self._below_head(name)
+            ]
+        deleted = 0
+        for name, version in sorted(doomed):
+            outcome = self._store.delete(name, version)
+            self.counts.deletion(outcome)
+            if outcome in ("deleted", "gone"):
+                with self._view_lock:
+                    self._empty_since.pop(name, None)  # its DELETED event may come later
+                deleted += outcome == "deleted"
+        return deleted
+
+    def _below_head(self, name: str) -> bool:
+        """A loaded, empty shard below its head's index."""
+        loaded = self._shards.get(name)
+        return loaded is not None and not loaded[0] and self._under_head(name)
+
+    def _under_head(self, name: str) -> bool:
+        """A shard below its head's index: never the active one again (a ledger without a head,
+        written only by replicas of an older version, keeps all its shards as they are)."""
+        index = shard_index(name)
+        top = head_top(self.state.get(QUOTA_LEDGER.kind, None, head_name(name.rsplit("-", 1)[0])))
+        return index is not None and top is not None and index < top
 
     def _droppable_candidates(self) -> set[str]:
         """The candidates to drop now; those that will never be (their pod holds them, or the
@@ -358,15 +514,30 @@ class ClusterLedger(SyncedUsage):
         return (current.name, current.resource_version) != (shard.name, shard.resource_version)
 
     def _active(self, base: str) -> Shard:
-        """The shard of `base` new records go to, as this view has it: the highest one loaded,
-        or the one after it when that is sealed (a new shard 0 when none is loaded)."""
-        name = self._tops.get(base)
-        if name is None:
+        """The shard of `base` new records go to, as this view has it: the highest one created
+        (`_top`), or the one after it when that is sealed (shard 0 for a new ledger). Without a
+        resourceVersion it is still to be created: by us (`ShardStore.create`) when it is the
+        next one, else by its creator or `_locate`."""
+        top = self._top(base)
+        if top is None:
             return Shard(shard_name(base, 0))
-        entries, sealed, version = self._shards[name]
+        name = shard_name(base, top)
+        loaded = self._shards.get(name)
+        if loaded is None:
+            return Shard(name)
+        entries, sealed, version = loaded
         if sealed:
-            return Shard(shard_name(base, self._bases[base][name] + 1))
+            return Shard(shard_name(base, top + 1))
         return Shard(name, tuple(entries.values()), sealed, version)
+
+    def _top(self, base: str) -> int | None:
+        """The index of the shard of `base` created last, as this view knows it: its head's,
+        or its highest shard loaded when that is higher (a head this view has not caught up
+        with, a ledger written by replicas of an older version). None for a new ledger."""
+        head = head_top(self.state.get(QUOTA_LEDGER.kind, None, head_name(base)))
+        name = self._tops.get(base)
+        loaded = self._bases[base][name] if name is not None else None
+        return max((i for i in (head, loaded) if i is not None), default=None)
 
     def _place(self, base: str, name: str, index: int | None) -> None:
         """`name` is a loaded shard of `base` at `index` (None: no longer loaded). The highest
@@ -439,6 +610,7 @@ class ClusterLedger(SyncedUsage):
             index = shard_index(name) if shard is not None else None
             if shard is not None and index is not None:
                 self._shards[name] = (fresh, shard.sealed, shard.resource_version)
+            self._note_empty(name, shard is not None and index is not None and not fresh)
             self._place(name.rsplit("-", 1)[0], name, index)
             for uid in old.keys() | fresh.keys():
                 if old.get(uid) != fresh.get(uid):
@@ -472,6 +644,13 @@ class ClusterLedger(SyncedUsage):
         self._pods.update_records(changes)
         return reservations
 
+    def _note_empty(self, name: str, empty: bool) -> None:
+        """Keep when this view first saw the shard without a record, while it has none."""
+        if empty:
+            self._empty_since.setdefault(name, self.clock())
+        else:
+            self._empty_since.pop(name, None)
+
     def _winner(self, uid: str) -> Reservation | None:
         """The entry of the highest shard holding `uid` (a resize writes a newer one)."""
         names = self._holders.get(uid) or set()
@@ -484,65 +663,64 @@ class ClusterLedger(SyncedUsage):
         with self._locks_guard:
             return self._locks.setdefault(name, threading.Lock())
 
-    def _read_active(self, base: str) -> None:
-        """GET the active shard of `base` into the cache (past any sealed ones)."""
-        index = self._active(base).index
+    def _locate(self, base: str) -> None:
+        """Bring the shard of `base` created last into the view as the API server has it now
+        (after a conflict: the view is behind), with every shard created since the view's
+        (sealed now, or deleted: their records count, or are gone).
+
+        The shard is read before the head, and believed only if the head has not moved past
+        it since: a shard read at an index the head had left may be one created late, below
+        the active one. A shard the head names that does not exist yet is created empty
+        (its creator, between its two writes, then conflicts and writes to it as anyone
+        else does), and believed on the same terms."""
         for _ in range(self.options.max_attempts):
-            shard = self._read(shard_name(base, index))
-            if not shard.sealed:
-                return
-            index += 1
+            with self._view_lock:
+                self._sync()
+                top = self._top(base)
+            if top is None:
+                if self._store.read_top(base) is None:
+                    return  # a new ledger: its first shard is created through its head
+                continue
+            shard = self._store.read(shard_name(base, top))
+            if self._moved_past(base, top):
+                continue
+            if not shard.resource_version:
+                self._store.create_empty(shard.name)
+                if self._moved_past(base, top):
+                    continue
+            return
 
-    def _read(self, name: str) -> Shard:
-        """The shard as the API server has it now; the cache takes it too."""
-        timeout = (self.options.request_timeout, self.options.request_timeout)
-        try:
-            obj = self.client.request("GET", QUOTA_LEDGER.path(name=name), timeout=timeout)
-        except ApiError as exc:
-            if exc.code == 404:
-                return Shard(name)
-            raise
-        self._remember(obj)
-        return Shard.of(obj)
-
-    def _remember(self, obj: dict[str, Any]) -> None:
-        obj.setdefault("kind", QUOTA_LEDGER.kind)
-        obj.setdefault("apiVersion", QUOTA_LEDGER.api_version)
-        self.state.upsert(obj)
-
-    def _write(self, shard: Shard, entries: list[Reservation], sealed: bool = False) -> None:
-        """Create or update with the resourceVersion read; ApiError 409 when someone was first."""
-        timeout = (self.options.request_timeout, self.options.request_timeout)
-        body = ledger_object(shard, entries, sealed)
-        if not shard.resource_version:
-            written = self.client.request("POST", QUOTA_LEDGER.path(), body=body, timeout=timeout)
-        else:
-            path = QUOTA_LEDGER.path(name=shard.name)
-            written = self.client.request("PUT", path, body=body, timeout=timeout)
-        self._remember(written)
+    def _moved_past(self, base: str, top: int) -> bool:
+        """The head of `base`, read now, names a shard after `top`; the shards in between are
+        read into the view then (the next one is read by the caller)."""
+        head = self._store.read_top(base)
+        if head is None or head <= top:
+            return False
+        for index in range(top + 1, head):
+            self._store.read(shard_name(base, index))
+        return True
 
     def _rewrite(self, name: str, drop: Callable[[Reservation], bool]) -> int:
         """Remove matching entries from one shard, retrying on conflict; how many went."""
         with self._lock_for(name.rsplit("-", 1)[0]):
-            for _ in range(self.options.max_attempts):
-                try:
-                    shard = self._read(name)
-                    if not shard.resource_version:
-                        return 0
-                    kept = [e for e in shard.entries if not drop(e)]
-                    if len(kept) == len(shard.entries):
-                        return 0
-                    self._write(shard, kept, shard.sealed)
-                    return len(shard.entries) - len(kept)
-                except ApiError as exc:
-                    if exc.code != 409:
-                        log.warning("ledger %s: %s", name, exc)
-                        return 0
-                    self.conflicts += 1
-                except TransportError as exc:
-                    log.warning("ledger %s: %s", name, exc)
-                    return 0
-        return 0
+            return self._store.rewrite(name, drop)
+
+    # -- for /metrics ----------------------------------------------------------------
+
+    def ledger_writes(self) -> dict[tuple[str, str], int]:
+        """Records by (ClusterQueue, outcome) this replica wrote, took out, or could not."""
+        return self.counts.writes()
+
+    def shard_deletions(self) -> dict[str, int]:
+        return self.counts.deletions()
+
+    def ledger_objects(self) -> dict[str, int]:
+        """QuotaLedger objects in this replica's view, by ledger base (shards and head)."""
+        out: dict[str, int] = {}
+        for obj in self.state.list(QUOTA_LEDGER.kind):
+            base = str((obj.get("metadata") or {}).get("name") or "").rsplit("-", 1)[0]
+            out[base] = out.get(base, 0) + 1
+        return out
 
 
 @dataclass
@@ -553,6 +731,7 @@ class _Waiting:
     pod: str
     evaluate: Callable[[Usage], Decision]
     existing: bool = False  # a pod re-checked in place: decided without its live charge too
+    record: Reservation | None = None  # an entry moved as it is (`compact`)
     decision: Decision | None = None
     wake: threading.Event = dataclasses.field(default_factory=threading.Event)
 
@@ -564,6 +743,11 @@ def _settle(batch: list[_Waiting], base: str, decisions: list[Decision], failure
         waiting.decision = (
             _fail_closed(decision, base, failure) if failure and decision.allowed else decision
         )
+
+
+def _recorded(charge: Charge) -> Callable[[Usage], Decision]:
+    """The decision of a record moved: what it was admitted for, whatever the usage now."""
+    return lambda _usage: Decision(Verdict.ADMITTED, "Admitted", charge=charge)
 
 
 def _unavailable(name: str, why: str) -> Decision:

@@ -13,6 +13,13 @@ writes it with a resourceVersion precondition, which serialises them across
 replicas. When the active shard is full it is sealed (a write like any other,
 so whoever read it before conflicts) and the next shard takes over. Sealed
 shards only lose entries, which needs no serialisation: usage only drops.
+
+Shards that hold no record are deleted, so a shard's name can come back: a replica whose
+view is behind could otherwise create again, as the active shard, a shard that was sealed
+and deleted meanwhile, and decide on records it has not seen. The head `<base>-head`,
+never deleted, says which index was created last (`TOP_ANNOTATION`); a shard is created
+only by whoever moved the head to its index (a write with the head's resourceVersion), so
+an index is never the active shard twice. Only shards below the head's index are deleted.
 """
 
 from __future__ import annotations
@@ -34,8 +41,12 @@ from webhook.kube.resources import QUOTA_LEDGER
 
 __all__ = [
     "SHARD_BYTES",
+    "TOP_ANNOTATION",
     "Reservation",
     "Shard",
+    "head_name",
+    "head_object",
+    "head_top",
     "ledger_base",
     "ledger_object",
     "shard_index",
@@ -51,6 +62,9 @@ __all__ = [
 SHARD_BYTES = 8 * 1024
 
 _SHARD = re.compile(r"^(?P<base>(?:cohort|queue)-.+)-(?P<index>[0-9]{1,6})$")
+# On a ledger's head: the index of the shard created last (a decimal string).
+TOP_ANNOTATION = "draquota.io/top-shard"
+_HEAD_SUFFIX = "-head"
 
 
 @dataclass(frozen=True)
@@ -189,3 +203,26 @@ def shards_of(objects: Iterable[Mapping[str, Any]]) -> dict[str, list[Shard]]:
     for shards in out.values():
         shards.sort(key=lambda s: s.index)
     return out
+
+
+def head_name(base: str) -> str:
+    """The head of a ledger base: not a shard (no index), never deleted."""
+    return f"{base}{_HEAD_SUFFIX}"
+
+
+def head_top(obj: Mapping[str, Any] | None) -> int | None:
+    """The index a head says was created last; None without a head, or with a head whose
+    annotation is not a decimal index (nothing then trusts it to allow a deletion)."""
+    metadata = (obj or {}).get("metadata") or {}
+    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
+    value = annotations.get(TOP_ANNOTATION) if isinstance(annotations, Mapping) else None
+    if isinstance(value, str) and value.isdigit() and len(value) <= 6:
+        return int(value)
+    return None
+
+
+def head_object(base: str, top: int, resource_version: str = "") -> dict[str, Any]:
+    """The body that creates (no resourceVersion) or moves a head to index `top`."""
+    body = ledger_object(Shard(head_name(base), resource_version=resource_version), [], False)
+    body["metadata"]["annotations"] = {TOP_ANNOTATION: str(top)}
+    return body

@@ -137,7 +137,8 @@ def test_cohort_queues_share_one_ledger(
     instance = make(api, client, clock, cohort="research")
     try:
         assert admit(instance, "u", "p").allowed
-        assert [o["metadata"]["name"] for o in api.objects("QuotaLedger")] == ["cohort-research-0"]
+        names = sorted(o["metadata"]["name"] for o in api.objects("QuotaLedger"))
+        assert names == ["cohort-research-0", "cohort-research-head"]
     finally:
         instance.backend.stop()
 
