@@ -22,7 +22,17 @@ import orjson
 from quota.errors import InvalidObject
 from quota.quantity import INT64_MAX, sat_mul
 
-__all__ = ["CHARGE_ANNOTATION", "QUEUE_LABEL", "Charge", "FlavorResource", "at_least", "times"]
+__all__ = [
+    "CHARGE_ANNOTATION",
+    "MAX_JOB_PODS",
+    "QUEUE_LABEL",
+    "Charge",
+    "FlavorResource",
+    "at_least",
+    "share",
+    "times",
+    "within",
+]
 
 CHARGE_ANNOTATION = "draquota.io/charge"
 QUEUE_LABEL = "draquota.io/queue-name"
@@ -34,6 +44,10 @@ class FlavorResource(NamedTuple):
     flavor: str
     resource: str
 
+
+# A Job runs at most this many pods at once (the API server's limit on parallelism and
+# completions for an indexed Job is 100,000; a record for more is not one draquota wrote).
+MAX_JOB_PODS = 1_000_000
 
 # Kubernetes' limit on all annotations of an object together (TotalAnnotationSizeLimitB).
 MAX_ANNOTATION_BYTES = 256 * 1024
@@ -109,7 +123,9 @@ class Charge:
     "usage" in the annotation);
     `shared_claims` ("ns/claim" -> resource -> amount) is charged once per queue
     however many of its pods use the claim; `flavors` maps each charged resource
-    to the flavor it was assigned.
+    to the flavor it was assigned. `pods` is 0 for one pod's own record; a Job admitted
+    as a whole is recorded for `pods` pods alike (`times`), and that record covers at most
+    that many of its pods, each at most `share(record)`.
     """
 
     cluster_queue: str
@@ -119,6 +135,7 @@ class Charge:
     device_classes: Mapping[str, int] = field(default_factory=dict)
     shared_claims: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     reservation: str = ""
+    pods: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of the annotation (camelCase keys)."""
@@ -135,6 +152,8 @@ class Charge:
         }
         if self.reservation:
             out["reservation"] = self.reservation
+        if self.pods:
+            out["pods"] = self.pods
         return out
 
     def to_annotation(self) -> str:
@@ -187,6 +206,9 @@ class Charge:
         reservation = data.get("reservation") or ""
         if not isinstance(reservation, str):
             raise InvalidObject(ref, f"{path}.reservation", "must be a string")
+        pods = data.get("pods") or 0
+        if isinstance(pods, bool) or not isinstance(pods, int) or not 0 <= pods <= MAX_JOB_PODS:
+            raise InvalidObject(ref, f"{path}.pods", f"must be an integer from 0 to {MAX_JOB_PODS}")
         return cls(
             cluster_queue=cluster_queue,
             local_queue=local_queue,
@@ -200,6 +222,7 @@ class Charge:
                 for claim, amounts in sorted(shared_raw.items())
             },
             reservation=reservation,
+            pods=pods,
         )
 
     def flavor_usage(self) -> Mapping[FlavorResource, int]:
@@ -270,4 +293,32 @@ def times(charge: Charge, pods: int) -> Charge:
         charge,
         per_pod={r: sat_mul(v, pods) for r, v in charge.per_pod.items()},
         device_classes={c: sat_mul(v, pods) for c, v in charge.device_classes.items()},
+        pods=pods,
     )
+
+
+def share(record: Charge, pods: int) -> Charge:
+    """What one of the `pods` pods a Job's record covers may hold: the per-pod amounts
+    divided back (rounded down, so a share never exceeds what `times` multiplied; a
+    saturated amount stays large), shared claims as recorded."""
+    pods = max(pods, 1)
+    return dataclasses.replace(
+        record,
+        per_pod={r: v // pods for r, v in record.per_pod.items()},
+        device_classes={c: v // pods for c, v in record.device_classes.items()},
+        pods=0,
+    )
+
+
+def within(charge: Charge, limit: Charge) -> bool:
+    """No amount of `charge` exceeds `limit`'s, and it uses no shared claim `limit` does not
+    (flavors are not compared: a pod covered by a record runs on the record's flavors)."""
+    if any(v > limit.per_pod.get(r, 0) for r, v in charge.per_pod.items() if v):
+        return False
+    if any(v > limit.device_classes.get(c, 0) for c, v in charge.device_classes.items() if v):
+        return False
+    for claim, amounts in charge.shared_claims.items():
+        allowed = limit.shared_claims.get(claim, {})
+        if any(v > allowed.get(r, 0) for r, v in amounts.items() if v):
+            return False
+    return True

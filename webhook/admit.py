@@ -25,7 +25,7 @@ from quota.decision import Prepared, conclude, prepare
 from quota.derived import DerivedCache
 from quota.errors import DraquotaError
 from quota.flavorfilter import Placer
-from quota.livepods import job_owner, pod_key, pod_uid
+from quota.livepods import is_gated, job_owner, pod_key, pod_uid
 from quota.queuetable import queue_table
 from quota.settings import Settings
 from quota.usage import Usage
@@ -34,6 +34,7 @@ from quota.waiting import ADMISSION_GATE
 from quota.workloads import WORKLOAD_KINDS, as_workload
 from webhook.admission import AdmissionRequest, Outcome, outcome_of
 from webhook.backend import Backend, Ledger
+from webhook.jobpods import JobPods
 from webhook.mutation import (
     covered_pod_patch,
     pod_patch,
@@ -100,6 +101,7 @@ class Admission:
         self.stamps: dict[str, Stamp] = {}  # charge annotations read, by their text
         self.rechecks = Recheck(backend, ledger, settings, self.cache)
         self.waits = SubmitWait(ledger, lambda obj, view: self._prepare(obj, "CREATE", view))
+        self.jobs = JobPods(backend, ledger, settings, self.cache)
 
     def review(self, req: AdmissionRequest, mutating: bool) -> tuple[Outcome, Decision | None]:
         """The answer to a request, and the decision behind it (None when none was needed)."""
@@ -129,8 +131,10 @@ class Admission:
                     f"{req.ref}: spec.parallelism: a Job its ClusterQueue admitted as a whole "
                     "cannot run more pods at once than it was admitted for; create a new Job",
                 ), None
-        if req.kind == "Pod" and (covering := self._covering_job(obj)) is not None:
-            return self._covered_pod(req, obj, covering, mutating), None
+        if req.kind == "Pod" and (found := self.jobs.job_of(obj)) is not None:
+            covered = self._covered_pod(req, obj, found, mutating)
+            if covered is not None:
+                return covered, None
         if mutating:
             return self._mutate(req, obj)
         if req.kind != "Pod":
@@ -159,16 +163,16 @@ class Admission:
             return decision
         return dataclasses.replace(decision, warnings=(*decision.warnings, wait))
 
-    def _covering_job(self, pod: Mapping[str, Any]) -> Charge | None:
-        """The record of the Job, admitted as a whole, that controls this pod (None: none)."""
-        owner = job_owner(pod)
-        return self.ledger.record(owner) if owner else None
-
     def _covered_pod(
-        self, req: AdmissionRequest, pod: Mapping[str, Any], job: Charge, mutating: bool
-    ) -> Outcome:
+        self,
+        req: AdmissionRequest,
+        pod: Mapping[str, Any],
+        found: tuple[Mapping[str, Any], Charge],
+        mutating: bool,
+    ) -> Outcome | None:
         """A pod of an admitted Job is charged by the Job's record, if the Job controller made
-        it: anyone else naming the Job as owner would run on the Job's quota."""
+        it (anyone else naming the Job as owner would run on the Job's quota) and the record
+        has room for it; None: a pod beyond the record, admitted as a pod of its own."""
         if req.user not in JOB_CONTROLLERS:
             return _deny(
                 403,
@@ -176,10 +180,16 @@ class Admission:
                 f"{req.ref}: metadata.ownerReferences: the pods of a Job its ClusterQueue "
                 "admitted as a whole are created by the Job controller only",
             )
-        wanted = self._node_selector_of(job)
+        job, record = found
+        if is_gated(pod) or self.jobs.beyond(pod, job, record):
+            return None
+        wanted = self._node_selector_of(record)
         if mutating:
             return Outcome(True, patch=tuple(covered_pod_patch(pod, wanted)))
-        return _on_flavor_nodes(req, pod, wanted, "its Job is")
+        outcome = _on_flavor_nodes(req, pod, wanted, "its Job is")
+        if outcome.allowed and not req.dry_run:
+            self.jobs.covered(pod, job)
+        return outcome
 
     def _resume(self, req: AdmissionRequest, job: Mapping[str, Any]) -> Outcome:
         """Only the queue unsuspends a Job of a queueing ClusterQueue, once it recorded it."""
@@ -317,6 +327,9 @@ class Admission:
             ), None
         if not mutating and ungated(req):
             return self._ungate(req), None
+        if not mutating and self._released_from_job(req):
+            outcome, _ = self.rechecks.pod(req, req.object, self.backend.state.snapshot())
+            return outcome, None
         if not mutating and self._adopted_without_right(req):
             return _deny(
                 403,
@@ -328,6 +341,16 @@ class Admission:
             outcome, _ = self.rechecks.pod(req, req.object, self.backend.state.snapshot())
             return outcome, None
         return Outcome(True), None
+
+    def _released_from_job(self, req: AdmissionRequest) -> bool:
+        """A pod its Job's record covers stops being the Job's (its owner reference removed,
+        as the Job controller does when its labels no longer match): from then on it is
+        charged on its own, so it must fit on its own, like an admission."""
+        old, new = req.old_object or {}, req.object or {}
+        owner = job_owner(old)
+        if not owner or job_owner(new) == owner or is_gated(old):
+            return False
+        return self.ledger.record(pod_uid(old)) is None and self.jobs.job_of(old) is not None
 
     def _adopted_without_right(self, req: AdmissionRequest) -> bool:
         """Someone other than the Job controller makes the pod one of an admitted Job's, whose
@@ -342,6 +365,10 @@ class Admission:
         draquota writes those) and select the nodes of the flavors it was charged to."""
         pod = req.object or {}
         recorded = self.ledger.record(pod_uid(pod))
+        if recorded is None and (found := self.jobs.job_of(pod)) is not None:
+            job, record = found
+            if not self.jobs.beyond(pod, job, record):  # a slot of its Job's record freed
+                return _on_flavor_nodes(req, pod, self._node_selector_of(record), "its Job is")
         if recorded is None:
             return _deny(
                 403,

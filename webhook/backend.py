@@ -97,6 +97,15 @@ class Ledger(Protocol):
         """Cached pods whose charge reads this claim or template."""
         ...
 
+    def held_slots(self, job: str, besides: str) -> int:
+        """Cached pods of the Job with UID `job` that hold a slot of its record now, the pod
+        with UID `besides` left out (`quota.jobrecords`)."""
+        ...
+
+    def knows(self, uid: str) -> bool:
+        """A pod with this UID is cached, or was and is gone."""
+        ...
+
 
 def valid_reservation_id(value: str) -> bool:
     """A record id (a pod UID) can never be mistaken for a pod holder (`ns/name`)."""
@@ -152,6 +161,15 @@ class SyncedUsage:
     def users(self, kind: str, namespace: str, name: str) -> list[Obj]:
         """Cached pods whose charge reads this claim or template."""
         return self._synced(lambda pods: pods.users(kind, namespace, name))
+
+    def held_slots(self, job: str, besides: str) -> int:
+        """Cached pods of the Job with UID `job` that hold a slot of its record now, the pod
+        with UID `besides` left out (`quota.jobrecords`)."""
+        return self._synced(lambda pods: pods.held_slots(job, besides))
+
+    def knows(self, uid: str) -> bool:
+        """A pod with this UID is cached, or was and is gone."""
+        return self._synced(lambda pods: pods.knows(uid))
 
     def unrecorded_pods(self) -> int:
         """Managed live pods charged without an admission record (for the metrics)."""

@@ -24,11 +24,12 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
-from quota.charge import Charge
+from quota.charge import Charge, share, within
 from quota.claims import CLAIM_KINDS, claim_references
 from quota.cluster import Obj
 from quota.derived import DerivedCache
 from quota.errors import DraquotaError
+from quota.jobrecords import covered_keys, holds_slot, slots
 from quota.livepods import (
     is_live_job,
     is_live_pod,
@@ -38,6 +39,7 @@ from quota.livepods import (
     pod_uid,
     released_at,
 )
+from quota.recharge import recompute_charge
 from quota.settings import Settings
 from webhook.clusterstate import ClusterState
 from webhook.usageindex import IndexedUsage
@@ -153,6 +155,8 @@ class PodUsage:
         self._jobs: dict[str, Obj] = {}  # ns/name -> cached Job
         self._job_uids: dict[str, str] = {}  # uid -> ns/name of every cached Job
         self._owned: dict[str, set[str]] = {}  # Job uid -> keys of the pods it controls
+        self._holding: dict[str, bool] = {}  # key -> the pod holds a slot of its Job's record
+        self._covers: dict[str, frozenset[str]] = {}  # Job uid -> keys its record covers
         self.rebuild()
 
     # -- queries -------------------------------------------------------------------
@@ -293,6 +297,7 @@ class PodUsage:
         self.usage = IndexedUsage(self._reserved)
         self._pods, self._uids, self._users, self._by_namespace = {}, {}, {}, {}
         self._jobs, self._job_uids, self._owned = {}, {}, {}
+        self._holding, self._covers = {}, {}
         self._releases, self.unrecorded = [], set()
         for key, job in jobs.items():
             self._job_changed(key, job)
@@ -389,6 +394,8 @@ class PodUsage:
             owned.discard(key)
             if not owned:
                 del self._owned[owner]
+        if self._holding.pop(key, False) and owner:
+            self._slot_changed(owner, key)
         uid = pod_uid(old)
         if uid and uid != still and self._uids.get(uid) == key:
             del self._uids[uid]
@@ -402,18 +409,79 @@ class PodUsage:
         if uid in self._records:
             self._departed.append(uid)
 
-    def _covered(self, pod: Obj) -> bool:
-        """The pod belongs to a live Job admitted as a whole: the Job's record charges it."""
-        owner = job_owner(pod)
+    def _job_record(self, owner: str) -> tuple[Charge, Obj] | None:
+        """The record and object of the live Job admitted as a whole with this UID."""
         key = self._job_uids.get(owner) if owner else None
-        return key is not None and owner in self._records and is_live_job(self._jobs[key])
+        record = self._records.get(owner) if key is not None else None
+        if key is None or record is None or not is_live_job(self._jobs[key]):
+            return None
+        return record, self._jobs[key]
+
+    def _cover(self, owner: str) -> frozenset[str]:
+        """The keys of the pods the Job's record covers now (`quota.jobrecords`); kept until a
+        pod of the Job takes or gives up a slot, or the Job or its record changes."""
+        cover = self._covers.get(owner)
+        if cover is None:
+            found = self._job_record(owner)
+            keys = self._owned.get(owner, ())
+            pods = [(k, self._pods[k]) for k in keys if k in self._pods]
+            cover = (
+                covered_keys(found[0], found[1], pods, self._records, self._wall())
+                if found is not None
+                else frozenset()
+            )
+            self._covers[owner] = cover
+        return cover
+
+    def _slot_changed(self, owner: str, key: str) -> None:
+        """A pod of the Job took or gave up a slot: recharge the other pods whose cover moved."""
+        before = self._covers.pop(owner, None)
+        if before is None:
+            return
+        for moved in sorted(before ^ self._cover(owner)):
+            if moved != key and (pod := self._pods.get(moved)) is not None:
+                self._charge(moved, pod)
+
+    def _covered(self, key: str, pod: Obj, record: Charge | None, now: float) -> bool:
+        """The pod is one its Job's record covers, within its share: the record charges it."""
+        owner = job_owner(pod)
+        if not owner:
+            return False
+        holding = holds_slot(pod, self._records, now)
+        if self._holding.get(key) != holding:
+            self._holding[key] = holding
+            self._slot_changed(owner, key)
+        if record is not None or key not in self._cover(owner):
+            return False
+        found = self._job_record(owner)
+        if found is None:
+            return False
+        try:
+            current = recompute_charge(
+                pod, self._state.snapshot(), self._settings, cache=self._cache
+            )
+        except DraquotaError:
+            return True  # its claims cannot be read: the record charges it, as a pod's own does
+        return current is None or within(current, share(found[0], slots(*found)))
+
+    def held_slots(self, job: str, besides: str) -> int:
+        """Cached pods of the Job with UID `job` holding a slot of its record now, but the pod
+        with UID `besides`."""
+        now = self._wall()
+        pods = [self._pods[key] for key in self._owned.get(job, ()) if key in self._pods]
+        return sum(1 for p in pods if pod_uid(p) != besides and holds_slot(p, self._records, now))
+
+    def knows(self, uid: str) -> bool:
+        """A pod with this UID is cached, or was and is gone."""
+        return uid in self._uids or uid in self._gone
 
     def _charge(self, key: str, pod: Obj) -> None:
         uid, now = pod_uid(pod), self._wall()
         record = self._records.get(uid) if uid else None
-        if record is None and self._covered(pod):
+        if self._covered(key, pod, record, now):
             self.usage.remove(key)
             self.unrecorded.discard(key)
+            self._release_later(key, pod)  # its slot frees when its grace ends
             return
         try:
             charge = live_pod_charge(
@@ -435,6 +503,9 @@ class PodUsage:
             self.unreserve(uid)  # the pod counts now, with its record
         if record is None:
             self.unrecorded.add(key)
+        self._release_later(key, pod)
+
+    def _release_later(self, key: str, pod: Obj) -> None:
         release = released_at(pod)
         if release is not None:
             heapq.heappush(self._releases, (release, key))
@@ -487,6 +558,7 @@ class PodUsage:
         self._recharge_owned(uid)
 
     def _recharge_owned(self, uid: str) -> None:
+        self._covers.pop(uid, None)  # the Job or its record changed: who it covers too
         for pod_key_ in sorted(self._owned.get(uid, ())):
             if (pod := self._pods.get(pod_key_)) is not None:
                 self._charge(pod_key_, pod)
@@ -496,7 +568,8 @@ class PodUsage:
         while self._releases and self._releases[0][0] < now:
             _, key = heapq.heappop(self._releases)
             pod = self._pods.get(key)
-            if pod is not None and self.usage.charge_of(key) is not None:
+            held = self.usage.charge_of(key) is not None or self._holding.get(key)
+            if pod is not None and held:
                 self._charge(key, pod)
 
     def _forget_gone(self) -> None:

@@ -32,10 +32,12 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from certs.periodic import Periodic
+from quota.charge import Charge
 from quota.charging import node_selector_of
 from quota.cluster import Obj
 from quota.decision import Prepared, conclude, conclude_job, prepare
 from quota.derived import DerivedCache
+from quota.errors import DraquotaError
 from quota.flavorfilter import Placer
 from quota.livepods import pod_key, pod_uid
 from quota.queuetable import QueueTable, queue_table
@@ -43,8 +45,10 @@ from quota.settings import Settings
 from quota.together import Member, conclude_in_turn
 from quota.verdict import Decision
 from quota.waiting import Waiting, admit_in_order, waiting_in
+from quota.workloads import as_workload
 from webhook.backend import Backend, Ledger
 from webhook.gatedpods import GatedPods
+from webhook.jobpods import JobPods
 from webhook.metrics import Metrics
 from webhook.podusage import job_holder
 
@@ -112,6 +116,7 @@ class QueueController:
         self._shown: dict[str, str] = {}  # uid -> the waiting message the API server shows
         self._cache = DerivedCache()  # what the core derives from backend.state, between passes
         self._gated = GatedPods(backend.state)
+        self._jobs = JobPods(backend, ledger, settings, self._cache)
         self._passes = Periodic("queueing", interval, self._pass)
 
     def start(self) -> None:
@@ -137,6 +142,7 @@ class QueueController:
         self._shown = {uid: m for uid, m in self._shown.items() if uid in uids}
         for name, workloads in sorted(waiting.items()):
             workloads = [w for w in workloads if not self._release_recorded(w, table, done)]
+            workloads = [w for w in workloads if not self._under_job(w, table, done)]
             messages = admit_in_order(table.queues[name], workloads, lambda w: self._admit(w, done))
             done.waiting.update(messages)
             for workload in workloads:
@@ -152,6 +158,9 @@ class QueueController:
         records = [self.ledger.record(pod_uid(obj)) for obj in workload.pods]
         if not records or any(r is None for r in records):
             return False
+        if workload.kind == "Job" and not _recorded_as_is(workload.pods[0], records[0]):
+            self.ledger.release([pod_uid(workload.pods[0])])  # recorded for another version
+            return False
         message = f"admitted by ClusterQueue {workload.cluster_queue}"
         for obj, record in zip(workload.pods, records, strict=True):
             assert record is not None
@@ -160,6 +169,22 @@ class QueueController:
             if write(obj, selector, message):
                 done.admitted.append(workload.key if workload.kind == "Job" else pod_key(obj))
                 self._shown.pop(pod_uid(obj), None)
+        return True
+
+    def _under_job(self, workload: Waiting, table: QueueTable, done: QueuePass) -> bool:
+        """A pod its Job created beyond the Job's record waits as a pod of its own; once the
+        record has room for it again (a pod before it finished or its grace ended), it runs
+        under the record: ungated with the Job's flavor, no record of its own. True then."""
+        if workload.kind != "Pod" or len(workload.pods) != 1:
+            return False
+        (pod,) = workload.pods
+        found = self._jobs.job_of(pod)
+        if found is None or self._jobs.beyond(pod, *found):
+            return False
+        message = f"admitted by ClusterQueue {workload.cluster_queue} under its Job's record"
+        if self.writer.admit(pod, node_selector_of(table, found[1]), message):
+            done.admitted.append(pod_key(pod))
+            self._shown.pop(pod_uid(pod), None)
         return True
 
     def _admit(self, workload: Waiting, done: QueuePass) -> str:
@@ -221,11 +246,14 @@ class QueueController:
         if not decision.allowed or decision.charge is None:
             return decision.shortfall or decision.message
         message = f"admitted by ClusterQueue {workload.cluster_queue}"
-        if self.writer.start(job, decision.node_selector, message):
-            done.admitted.append(workload.key)
-            self._shown.pop(pod_uid(job), None)
-            self._observe(workload)
-            log.info("admitted %s to ClusterQueue %s", workload.subject, workload.cluster_queue)
+        if not self.writer.start(job, decision.node_selector, message):
+            # Not started as decided (changed meanwhile, or gone): decided again next pass.
+            self.ledger.release([pod_uid(job)])
+            return ""
+        done.admitted.append(workload.key)
+        self._shown.pop(pod_uid(job), None)
+        self._observe(workload)
+        log.info("admitted %s to ClusterQueue %s", workload.subject, workload.cluster_queue)
         return ""
 
     def _observe(self, workload: Waiting) -> None:
@@ -234,8 +262,12 @@ class QueueController:
             self.metrics.observe_wait(workload.cluster_queue, self.wall() - created)
 
     def _prepare(self, obj: Obj) -> Prepared | Decision:
+        """A waiting pod is charged by the claims generated for it too (`prepare`)."""
         state, settings, placer = self.backend.state, self.settings, self.placer
-        return prepare(obj, state, settings, placer, "CREATE", cache=self._cache)
+        generated = obj.get("kind") != "Job"
+        return prepare(
+            obj, state, settings, placer, "CREATE", cache=self._cache, generated=generated
+        )
 
     def _record(self, member: Member) -> Decision:
         prepared = member.prepared
@@ -255,6 +287,16 @@ class QueueController:
                 self._writes += 1
                 if self.writer.wait(pod, message):
                     self._shown[uid] = message
+
+
+def _recorded_as_is(job: Obj, record: Charge | None) -> bool:
+    """The Job runs no more pods at once than its record was written for."""
+    if record is None or not record.pods:
+        return True
+    try:
+        return as_workload(job).pods <= record.pods
+    except DraquotaError:
+        return False
 
 
 def _epoch(timestamp: str) -> float | None:

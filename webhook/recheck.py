@@ -1,7 +1,9 @@
 """Re-checks of existing pods that may cost more now: a resize, or a ResourceClaim created under
 a name that admitted pods reference. Each is checked and recorded like an admission (the
 ledger leaves the pod's own record and live charge out of the usage it decides on), so a
-pod never grows past its queue's quota after it was admitted.
+pod never grows past its queue's quota after it was admitted. A pod still waiting in its
+queue (gated, without a record) is not re-checked: only the queue controller records it,
+in queue order, charged by what exists then.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 
 from quota.cluster import ClusterView
 from quota.derived import DerivedCache
-from quota.livepods import is_live_pod, pod_key, pod_uid
+from quota.livepods import is_gated, is_live_pod, pod_key, pod_uid
 from quota.recharge import recheck_pod
 from quota.settings import Settings
 from quota.usage import Usage
@@ -51,6 +53,10 @@ class Recheck:
         if not valid_reservation_id(uid):
             return _deny(400, "InvalidObject", f"{req.ref}: metadata.uid: required"), None
         recorded = self.ledger.record(uid)
+        if recorded is None and is_gated(pod):
+            # It waits in its queue and holds nothing: only the queue admits it, in order,
+            # charged by what exists then. A record here would let it jump the queue.
+            return Outcome(True), None
 
         def evaluate(usage: Usage) -> Decision:
             return recheck_pod(pod, state, usage, self.settings, recorded, cache=self.cache)

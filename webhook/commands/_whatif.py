@@ -93,6 +93,12 @@ class _Ledger:
     def users(self, kind: str, namespace: str, name: str) -> list[Obj]:
         return []
 
+    def held_slots(self, job: str, besides: str) -> int:
+        return 0
+
+    def knows(self, uid: str) -> bool:
+        return True
+
 
 class _Writer:
     """Every write lands, and nothing is written."""

@@ -6,7 +6,9 @@ the ledger by then. Then the flavor's nodeSelector is added (Kubernetes allows a
 to a gated pod's nodeSelector) and draquota's gate removed. Why a pod waits is the same
 condition, False, with the reason as its message. Starting a waiting Job is one update of
 the Job: the nodeSelector added to its pod template (allowed while a Job is suspended and
-has never run) and `spec.suspend` false; the Job controller owns its conditions.
+has never run) and `spec.suspend` false; the Job controller owns its conditions. A Job is
+started only as the version the queue decided on: one changed meanwhile (its parallelism
+raised while it was decided) is not started, and is decided again.
 
 Every update carries the resourceVersion of the copy it was made from, and a 409 Conflict
 (the scheduler binding the pod, the resourceclaim controller writing its status, a user)
@@ -51,6 +53,7 @@ from quota.waitreport import COMPONENT, PENDING, QUOTA_RESERVED, quota_reserved
 from webhook.kube.backoff import Backoff
 from webhook.kube.client import ApiError, KubeClient, TransportError
 from webhook.kube.resources import EVENT, JOB, POD, ResourceType
+from webhook.kube.trim import trimmed_job
 
 __all__ = ["QUOTA_RESERVED", "KubePodWriter", "event_name"]
 
@@ -128,7 +131,21 @@ def _ungated(pod: Obj, node_selector: Mapping[str, str]) -> Obj:
     return {**pod, "spec": spec}
 
 
-def _started(job: Obj, node_selector: Mapping[str, str]) -> Obj:
+def _as_decided(job: Obj) -> Obj:
+    """What the queue decided a Job on: its spec as the cache keeps it (`trimmed_job`), apart
+    from `suspend` and the nodeSelector of its pod template, which starting it sets."""
+    spec = dict(trimmed_job(job).get("spec") or {})
+    spec.pop("suspend", None)
+    template = dict(spec.get("template") or {})
+    pod_spec = {k: v for k, v in (template.get("spec") or {}).items() if k != "nodeSelector"}
+    return {**spec, "template": {**template, "spec": pod_spec}}
+
+
+def _started(job: Obj, node_selector: Mapping[str, str], decided: Obj) -> Obj | None:
+    """The Job unsuspended with the flavor's nodeSelector; None when it is no longer the
+    version the queue decided on (say its parallelism was raised meanwhile)."""
+    if _as_decided(job) != _as_decided(decided):
+        return None
     spec = dict(job.get("spec") or {})
     template = dict(spec.get("template") or {})
     pod_spec = dict(template.get("spec") or {})
@@ -235,13 +252,15 @@ class KubePodWriter:
         return ungated is not None
 
     def start(self, job: Obj, node_selector: Mapping[str, str], message: str) -> bool:
+        """Unsuspend the Job, only as the version `job` the queue decided on; True when it
+        runs so."""
         current = self._read(JOB, job)
         if current is None:
             return False
         started = self._update(
             _path(JOB, current),
             current,
-            lambda j: _started(j, node_selector),
+            lambda j: _started(j, node_selector, job),
             lambda: self._read(JOB, job),
         )
         if started is None:

@@ -31,6 +31,7 @@ from tests.security.cluster import Cluster
 from tests.webhook.test_queueing import ApiWriter, gpus, queueing_cluster, submit
 from webhook.kube.client import KubeClient
 from webhook.kube.podwriter import ATTEMPTS, KubePodWriter, event_name
+from webhook.kube.trim import trimmed_job
 from webhook.queueing import QueueController
 
 pytestmark = pytest.mark.integration
@@ -394,6 +395,29 @@ def test_a_job_waits_and_starts_with_its_events_despite_a_conflict(
     assert by_reason["QuotaReserved"]["involvedObject"]["kind"] == "Job"
     assert not writer.wait(queued, WAITING_2)  # started: it waits no more
     assert events(api, "train")["Pending"]["message"] == WAITING_1
+
+
+def test_a_job_decided_on_its_cached_copy_is_started(
+    api: FakeApiServer, writer: KubePodWriter
+) -> None:
+    decided = trimmed_job(api.create(job()))  # the queue decides on the cache's copy
+    assert writer.start(decided, SELECTOR, ADMITTED_BY)
+    assert stored(api, "train", "Job")["spec"]["suspend"] is False
+
+
+def test_a_job_changed_since_it_was_decided_is_not_started(
+    api: FakeApiServer, writer: KubePodWriter, client: KubeClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decided = api.create(job())
+
+    def grow(obj: Obj) -> None:  # the user raises parallelism while the queue decides
+        obj["spec"]["parallelism"] = 4
+
+    before_puts(monkeypatch, client, lambda: change(api, "train", grow, "Job"), ending="/train")
+    assert not writer.start(decided, SELECTOR, ADMITTED_BY)
+    final = stored(api, "train", "Job")
+    assert final["spec"]["suspend"] is True and final["spec"]["parallelism"] == 4
+    assert "QuotaReserved" not in events(api, "train")
 
 
 # -- the controller retries what did not land -------------------------------------------------
