@@ -25,6 +25,10 @@ demo: setup
 	$(BIN)/draquota check $(EXAMPLES)/workloads/ --state $(EXAMPLES)/cluster
 	@printf '\n# What-if: a queueing ClusterQueue (whenFull: Queue) beside a rejecting one\n'
 	$(BIN)/draquota check $(EXAMPLES)/queueing/ --state $(EXAMPLES)/cluster
+	@printf '\n# Quota by GPU memory: each whole A100 or 1g.5gb slice is 1 device, but holds 40Gi or 5Gi\n'
+	$(BIN)/draquota count $(EXAMPLES)/gpu-memory/ --state $(EXAMPLES)/cluster
+	@printf '\n# What-if: 8 slices fill the 40Gi GPU-memory quota; a ninth and a whole GPU are denied\n'
+	$(BIN)/draquota check $(EXAMPLES)/gpu-memory/ --state $(EXAMPLES)/cluster
 
 lint: setup
 	$(BIN)/ruff check .

@@ -36,6 +36,7 @@ from quota.quantity import sat_add, sat_mul
 from quota.queues import TRY_NEXT_FLAVOR, ClusterQueue, ResourceGroup
 from quota.queuetable import QueueTable
 from quota.selectors import requirement_matches
+from quota.sources import DeviceSource, unit_in
 
 __all__ = [
     "Assignment",
@@ -134,13 +135,16 @@ class Assignment:
     ok: bool = True
 
 
-def _capacity_text(view: QuotaView) -> str:
+def _capacity_text(view: QuotaView, fmt: Callable[[int], str]) -> str:
+    """`nominal 40Gi + borrowing limit 8Gi`: where the maximum capacity comes from, in the
+    resource's unit (`fmt`), like the amounts it explains."""
+    nominal = f"nominal {fmt(view.nominal)}"
     if view.cohort is None:
-        return f"nominal {view.nominal}"
+        return nominal
     if view.borrowing_limit is not None and view.potential == view.nominal + view.borrowing_limit:
-        return f"nominal {view.nominal} + borrowing limit {view.borrowing_limit}"
+        return f"{nominal} + borrowing limit {fmt(view.borrowing_limit)}"
     most = view.potential - view.nominal
-    return f"nominal {view.nominal}, cohort {view.cohort} can lend at most {most}"
+    return f"{nominal}, cohort {view.cohort} can lend at most {fmt(most)}"
 
 
 @dataclass(frozen=True)
@@ -150,9 +154,13 @@ class _Demand:
     held: frozenset[tuple[str, FlavorResource]]
     pods: int
     asked: Mapping[str, Collection[str]] = field(default_factory=dict)
+    sources: Mapping[str, DeviceSource] = field(default_factory=dict)
 
     def resource_text(self, resource: str) -> str:
-        """`gpus (DeviceClass gpu.example.com)`: the quota resource and the classes that asked."""
+        """`gpus (DeviceClass gpu.example.com)`: the quota resource and the classes that asked;
+        `gpu-memory (counter memory of gpu.example.com)` for one charged by what devices hold."""
+        if resource in self.sources:
+            return f"{resource} ({self.sources[resource].describe()})"
         names = sorted(self.asked.get(resource) or ())
         if not names:
             return resource
@@ -199,7 +207,7 @@ def _check(
         return True, None
 
     def fmt(amount: int) -> str:
-        return format_amount(key.resource, amount)
+        return format_amount(key.resource, amount, unit_in(demand.sources, key.resource))
 
     where = f"{demand.resource_text(key.resource)} in flavor {key.flavor}"
     if value > view.potential:
@@ -210,11 +218,11 @@ def _check(
             arithmetic = f"{sum_text} = {fmt(value)}"
             return False, (
                 f"insufficient quota for {where}, {arithmetic} > maximum capacity "
-                f"{fmt(view.potential)} ({_capacity_text(view)})"
+                f"{fmt(view.potential)} ({_capacity_text(view, fmt)})"
             )
         return False, (
             f"insufficient quota for {where}, request > maximum capacity "
-            f"({fmt(value)} > {fmt(view.potential)}) ({_capacity_text(view)})"
+            f"({fmt(value)} > {fmt(view.potential)}) ({_capacity_text(view, fmt)})"
         )
     share = lending_of(key) if view.cohort is not None else Lending()
     return False, (
@@ -297,7 +305,8 @@ def assign_flavors(
         for device_class, resource in table.class_resources.get(queue.name, {}).items():
             mapped.setdefault(resource, []).append(device_class)
         asked = mapped
-    demand = _Demand(per_pod, shared, held, pods, asked)  # asked: read for denials only
+    # asked and sources: read for denials only
+    demand = _Demand(per_pod, shared, held, pods, asked, queue.sources)
     views: dict[FlavorResource, QuotaView] = {}
     usages: dict[str, Mapping[FlavorResource, int]] = {}
 

@@ -10,7 +10,10 @@ from dataclasses import dataclass
 
 from quota.assignment import Assignment
 from quota.charge import Charge
+from quota.claims import PodClaim
 from quota.demand import PodDemand
+from quota.devicecharge import DeviceCatalog, claim_charge
+from quota.errors import object_ref
 from quota.quantity import sat_add
 from quota.queues import ClusterQueue
 from quota.queuetable import QueueTable
@@ -38,11 +41,14 @@ class Charged:
     shared: Mapping[str, Mapping[str, int]]
     unmapped: tuple[str, ...]
     asked: Mapping[str, tuple[str, ...]]  # resource -> the DeviceClasses the pod asked
+    unpublished: tuple[str, ...] = ()  # counter/capacity resources no matching device has
 
 
 def charged_in(demand: PodDemand, queue: ClusterQueue, table: QueueTable) -> Charged:
     classes = table.class_resources.get(queue.name, {})
     covered = set(queue.covered())
+    # a class charged by a counter or capacity alone (GPU memory, no device count) is mapped
+    by_source = {c for source in queue.sources.values() for c in source.device_classes}
     per_pod: dict[str, int] = {}
     unmapped: set[str] = set()
     asked: dict[str, set[str]] = {}
@@ -50,7 +56,7 @@ def charged_in(demand: PodDemand, queue: ClusterQueue, table: QueueTable) -> Cha
     def add(target: dict[str, int], device_class: str, count: int) -> None:
         resource = classes.get(device_class)
         if resource is None:
-            if count:
+            if count and device_class not in by_source:
                 unmapped.add(device_class)
             return
         target[resource] = sat_add(target.get(resource, 0), count)
@@ -69,13 +75,51 @@ def charged_in(demand: PodDemand, queue: ClusterQueue, table: QueueTable) -> Cha
         amounts: dict[str, int] = {}
         for device_class, count in devices.items():
             add(amounts, device_class, count)
-        shared[claim] = {r: v for r, v in sorted(amounts.items()) if v}
+        shared[claim] = amounts
+    unpublished = _charge_sources(demand, queue, per_pod, shared, asked)
     return Charged(
         {r: v for r, v in sorted(per_pod.items()) if v},
-        shared,
+        {c: {r: v for r, v in sorted(a.items()) if v} for c, a in shared.items()},
         tuple(sorted(unmapped)),
         {r: tuple(sorted(names)) for r, names in sorted(asked.items())},
+        tuple(sorted(unpublished)),
     )
+
+
+def _claim_ref(claim: PodClaim) -> tuple[str, str]:
+    """(object, path of its spec) of the claim or template a pod claim was read from."""
+    if claim.shared:
+        return object_ref("ResourceClaim", claim.namespace, claim.claim), "spec"
+    return object_ref("ResourceClaimTemplate", claim.namespace, claim.template), "spec.spec"
+
+
+def _charge_sources(
+    demand: PodDemand,
+    queue: ClusterQueue,
+    per_pod: dict[str, int],
+    shared: dict[str, dict[str, int]],
+    asked: dict[str, set[str]],
+) -> set[str]:
+    """Add the counter and capacity charges of the pod's claims (`quota.devicecharge`): a
+    template claim's per pod, a shared claim's once, beside its devices. Returns the
+    resources no matching device publishes."""
+    unpublished: set[str] = set()
+    catalog: DeviceCatalog | None = None
+    for resource, source in queue.sources.items():
+        for claim in demand.claims:
+            classes = set(claim.devices) & set(source.device_classes)
+            if not classes or demand.catalog is None:
+                continue
+            catalog = catalog or demand.catalog()
+            ref, base = _claim_ref(claim)
+            charge = claim_charge(catalog, source, claim.spec, ref, demand.lenient, base)
+            target = shared.setdefault(claim.key, {}) if claim.shared else per_pod
+            target[resource] = sat_add(target.get(resource, 0), charge.amount)
+            if charge.amount:
+                asked.setdefault(resource, set()).update(classes)
+            if charge.unpublished:
+                unpublished.add(resource)
+    return unpublished
 
 
 def charge_of(

@@ -24,7 +24,7 @@ from quota.assignment import Assignment, assign_flavors
 from quota.charge import times
 from quota.charging import charge_of, charged_in, exceeds, first_flavors, node_labels
 from quota.cluster import ClusterView, ViewSource
-from quota.demand import pod_demand
+from quota.demand import existing_pod_demand, pod_demand
 from quota.derived import DerivedCache
 from quota.errors import DraquotaError
 from quota.flavorfilter import Placer, make_flavor_filter, placer_on
@@ -57,6 +57,7 @@ def _prepare(
     placer: Placer | None,
     operation: str,
     cache: DerivedCache | None,
+    generated: bool = False,
 ) -> Prepared | Decision:
     table = queue_table(state, settings, cache=cache)
     route = route_of(workload, state, table)
@@ -69,7 +70,11 @@ def _prepare(
         return route
     subject, name = subject_of(workload), route.local.name
     where = f'ClusterQueue "{route.queue.name}" (LocalQueue {route.local.key})'
-    demand = pod_demand(workload, state, cache=cache)
+    demand = (
+        existing_pod_demand(workload, state, cache=cache)
+        if generated
+        else pod_demand(workload, state, cache=cache)
+    )
     charged = charged_in(demand, route.queue, table)
     busy_everywhere = ""  # why no node of the cluster can host the claims right now
     if charged.unmapped:
@@ -116,7 +121,7 @@ def _prepare(
         workload,
         table,
         route,
-        demand,
+        replace(demand, catalog=None),  # charged already: kept, it would keep `state` alive
         charged,
         tuple(warnings),
         answers,
@@ -226,11 +231,14 @@ def prepare(
     operation: str = "CREATE",
     *,
     cache: DerivedCache | None = None,
+    generated: bool = False,
 ) -> Prepared | Decision:
     """The part of a decision that does not depend on usage (see `Prepared`), or the
     decision itself when that part already settles it: not managed, invalid, a
     missing object, unplaceable, unmapped classes. `cache`: what is derived from
-    `state` is kept there between calls (`quota.derived`).
+    `state` is kept there between calls (`quota.derived`). `generated`: a pod that exists
+    (one waiting in its queue) is charged by the claims generated for it too, never less
+    than what it will be allocated.
 
     Everything is read from one view of `state` (`state.snapshot()`), placements
     included: a change to the cluster meanwhile is not half seen."""
@@ -238,7 +246,9 @@ def prepare(
         return Decision(Verdict.ADMITTED, "NotManaged", "deletions are not checked")
     view = state.snapshot()
     try:
-        return _prepare(as_workload(obj), view, settings, placer_on(placer, view), operation, cache)
+        workload = as_workload(obj)
+        placer = placer_on(placer, view)
+        return _prepare(workload, view, settings, placer, operation, cache, generated)
     except DraquotaError as exc:
         return refusal(exc)
 

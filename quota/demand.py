@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+import dataclasses
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from quota.claims import PodClaim, expand_pod_claims
 from quota.cluster import ClusterView
 from quota.derived import DerivedCache
+from quota.devicecharge import DeviceCatalog, device_catalog
 from quota.deviceclasses import extended_resource_classes, parse_device_class
 from quota.devices import add_devices
+from quota.errors import DraquotaError
 from quota.podresources import pod_resources
 from quota.workloads import Workload
 
-__all__ = ["PodDemand", "extended_names", "pod_demand"]
+__all__ = ["PodDemand", "catalog_of", "existing_pod_demand", "extended_names", "pod_demand"]
 
 
 @dataclass(frozen=True)
@@ -24,7 +28,10 @@ class PodDemand:
       charged for every pod;
     - `shared_claims`: per shared claim (`ns/name`), its devices per class, charged
       once per ClusterQueue however many pods use it;
-    - `resources`: ordinary effective requests as quota amounts (cpu in millicores).
+    - `resources`: ordinary effective requests as quota amounts (cpu in millicores);
+    - `catalog`: the cluster's devices, built on first call, for the resources charged by
+      counters and capacity (`quota.devicecharge`); `lenient`: a live pod, charged what it
+      holds rather than refused.
     """
 
     claims: tuple[PodClaim, ...]
@@ -32,6 +39,8 @@ class PodDemand:
     shared_claims: Mapping[str, Mapping[str, int]]
     resources: Mapping[str, int]
     extended_devices: Mapping[str, int]
+    catalog: Callable[[], DeviceCatalog] | None = field(default=None, compare=False, repr=False)
+    lenient: bool = False
 
     def all_devices(self) -> dict[str, int]:
         """Devices per class including each shared claim once."""
@@ -53,6 +62,21 @@ def extended_names(state: ClusterView, *, cache: DerivedCache | None = None) -> 
     if cache is None:
         return build()
     return cache.latest("extended_names", (state.source, state.revision("DeviceClass")), build)
+
+
+def catalog_of(
+    state: ClusterView, *, cache: DerivedCache | None = None
+) -> Callable[[], DeviceCatalog]:
+    """The device catalog of the view, parsed on the first call only (with a `cache`, kept
+    until a ResourceSlice or DeviceClass changes): most pods never need it."""
+
+    def build() -> DeviceCatalog:
+        return device_catalog(state.list("ResourceSlice"), state.list("DeviceClass"))
+
+    if cache is None:
+        return functools.cache(build)
+    key = (state.source, state.revision("ResourceSlice", "DeviceClass"))
+    return lambda: cache.latest("device_catalog", key, build)
 
 
 def pod_demand(
@@ -97,4 +121,24 @@ def pod_demand(
         shared_claims=shared,
         resources=resources.requests,
         extended_devices=resources.extended_devices,
+        catalog=catalog_of(state, cache=cache),
+        lenient=saturate,
     )
+
+
+def existing_pod_demand(
+    workload: Workload, state: ClusterView, *, cache: DerivedCache | None = None
+) -> PodDemand:
+    """The demand of a pod that exists (one waiting in its queue): the larger, per
+    DeviceClass, of its templates now and the claims the control plane already generated
+    for it, with the generated claims placed (they are what the scheduler allocates). A
+    template deleted since its claim was generated leaves the generated claims."""
+    made = pod_demand(workload, state, generated=True, cache=cache)
+    try:
+        templates = pod_demand(workload, state, cache=cache)
+    except DraquotaError:
+        return made
+    devices = dict(made.devices)
+    for device_class, count in templates.devices.items():
+        devices[device_class] = max(devices.get(device_class, 0), count)
+    return dataclasses.replace(made, devices=dict(sorted(devices.items())))

@@ -18,16 +18,24 @@ __all__ = [
 ]
 
 _BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+_DECIMAL = (("E", 10**18), ("P", 10**15), ("T", 10**12), ("G", 10**9), ("M", 10**6), ("k", 10**3))
 _BYTE_RESOURCES = ("memory", "ephemeral-storage")
 MAX_LISTED = 5  # names a message lists before it says how many more there are
 
 
-def format_amount(resource: str, value: int) -> str:
-    """An amount the way Kubernetes prints it: cpu from millicores, bytes with binary suffixes."""
+def format_amount(resource: str, value: int, unit: str = "") -> str:
+    """An amount the way Kubernetes prints it: cpu from millicores, bytes with binary suffixes.
+
+    `unit` is the style of a resource charged by device counters or capacity
+    (`quota.sources.unit_of` of its nominalQuota): "binary" prints `40Gi`, "decimal" `100G`,
+    with the largest suffix that divides the amount exactly (else the plain number).
+    """
     if resource == "cpu":
         return str(value // 1000) if value % 1000 == 0 else f"{value}m"
-    if (resource in _BYTE_RESOURCES or resource.startswith("hugepages-")) and value:
-        for suffix, size in _BINARY:
+    binary = resource in _BYTE_RESOURCES or resource.startswith("hugepages-")
+    suffixes = _BINARY if binary or unit == "binary" else _DECIMAL if unit == "decimal" else ()
+    if value:
+        for suffix, size in suffixes:
             if value % size == 0:
                 return f"{value // size}{suffix}"
     return str(value)

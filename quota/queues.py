@@ -5,8 +5,9 @@ Field names follow Kueue v1beta1 so spec blocks can be copied. Parsing raises
 InvalidObject for a malformed object (wrong types, bad quantities); the rules the
 CRD checks with CEL (lendingLimit <= nominalQuota, borrowingLimit only with a
 cohort, flavors listing exactly the covered resources, kind DeviceClass needs
-deviceClassNames) are collected as *problems*: a queue with problems admits nothing.
-The rules across objects are `quota.queuetable`'s.
+deviceClassNames, Kueue's preemption rule) are collected as *problems*: a queue with
+problems admits nothing. The rules across objects are `quota.queuetable`'s; the fields
+each kind may have are `quota.queueschema`'s.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ from quota.charge import FlavorResource
 from quota.cluster import Obj
 from quota.errors import object_ref
 from quota.fields import FieldReader
+from quota.preemptionpolicy import Preemption, parse_preemption
 from quota.quantity import amount, parse_quantity
+from quota.queueschema import CLUSTER_QUEUE_FIELDS, LOCAL_QUEUE_FIELDS, RESOURCE_FLAVOR_FIELDS
 from quota.selectors import LABEL_OPERATORS
-from quota.strict import Schema, frozen_schema, reject_unknown_fields
+from quota.sources import DeviceSource, keep_source, parse_resource_kind
+from quota.strict import reject_unknown_fields
 
 __all__ = [
     "API_GROUP",
@@ -48,53 +52,6 @@ REJECT = "Reject"
 QUEUE = "Queue"
 STRICT_FIFO = "StrictFIFO"
 BEST_EFFORT_FIFO = "BestEffortFIFO"
-DEVICE_CLASS_KIND = "DeviceClass"
-
-# The fields of each kind, as in manifests/base/crds (strict decoding: anything else is an
-# error naming its path, where a live API server would prune it silently).
-_OBJECT: Schema = frozen_schema(
-    {"apiVersion": None, "kind": None, "metadata": None, "status": None}
-)
-_SELECTOR: Schema = frozen_schema(
-    {
-        "matchLabels": None,
-        "matchExpressions": [{"key": None, "operator": None, "values": None}],
-    }
-)
-CLUSTER_QUEUE_FIELDS: Schema = frozen_schema(
-    {
-        **_OBJECT,
-        "spec": {
-            "namespaceSelector": _SELECTOR,
-            "cohort": None,
-            "whenFull": None,
-            "queueingStrategy": None,
-            "flavorFungibility": {"whenCanBorrow": None},
-            "resourceGroups": [
-                {
-                    "coveredResources": None,
-                    "flavors": [
-                        {
-                            "name": None,
-                            "resources": [
-                                {
-                                    "name": None,
-                                    "kind": None,
-                                    "deviceClassNames": None,
-                                    "nominalQuota": None,
-                                    "borrowingLimit": None,
-                                    "lendingLimit": None,
-                                }
-                            ],
-                        }
-                    ],
-                }
-            ],
-        },
-    }
-)
-LOCAL_QUEUE_FIELDS: Schema = frozen_schema({**_OBJECT, "spec": {"clusterQueue": None}})
-RESOURCE_FLAVOR_FIELDS: Schema = frozen_schema({**_OBJECT, "spec": {"nodeLabels": None}})
 
 
 @dataclass(frozen=True)
@@ -127,9 +84,11 @@ class ClusterQueue:
     """A parsed ClusterQueue; `problems` non-empty means it must not admit anything.
 
     `namespace_selector` is None when no namespace is selected (Kueue: a null selector).
-    `resource_classes` maps each resource of kind DeviceClass to its classes.
+    `resource_classes` maps each resource of kind DeviceClass to its classes, `sources` each
+    resource of kind DeviceCounter or DeviceCapacity to what it charges (`quota.sources`).
     `when_full` is Reject (a pod that does not fit is denied at submit) or Queue (pods wait,
     gated, and the queueing controller admits them in `queueing_strategy` order).
+    `preemption` is what its pending pods may evict to fit (`quota.preemptionpolicy`).
     """
 
     name: str
@@ -140,6 +99,8 @@ class ClusterQueue:
     queueing_strategy: str = BEST_EFFORT_FIFO
     groups: tuple[ResourceGroup, ...] = ()
     resource_classes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    sources: Mapping[str, DeviceSource] = field(default_factory=dict)
+    preemption: Preemption = field(default_factory=Preemption)
     problems: tuple[str, ...] = ()
 
     @property
@@ -234,6 +195,7 @@ def _flavor(
     covered: tuple[str, ...],
     cohort: str | None,
     classes: dict[str, tuple[str, ...]],
+    sources: dict[str, DeviceSource],
     problems: list[str],
 ) -> FlavorQuotas:
     raw = reader.mapping(raw, path)
@@ -258,22 +220,16 @@ def _flavor(
             problems.append(f"{here}.lendingLimit: must be less than or equal to nominalQuota")
         if quota.borrowing_limit is not None and cohort is None:
             problems.append(f"{here}.borrowingLimit: must be nil when cohort is empty")
-        kind = reader.string(entry.get("kind"), f"{here}.kind")
-        names = tuple(
-            sorted(set(reader.strings(entry.get("deviceClassNames"), f"{here}.deviceClassNames")))
-        )
-        if kind not in ("", DEVICE_CLASS_KIND):
-            raise reader.fail(f"{here}.kind", f"unsupported value {kind!r}: expected DeviceClass")
-        if kind == DEVICE_CLASS_KIND and not names:
-            problems.append(f"{here}.deviceClassNames: required when kind is DeviceClass")
-        if kind != DEVICE_CLASS_KIND and names:
-            problems.append(f"{here}.deviceClassNames: only allowed when kind is DeviceClass")
-        if resource in classes and classes[resource] != names:
+        names, source = parse_resource_kind(reader, entry, here, problems)
+        if source is not None:
+            keep_source(sources, resource, source, here, problems)
+        elif resource in classes and classes[resource] != names:
             problems.append(
                 f"{here}.deviceClassNames: resource {resource} maps to "
                 f"[{', '.join(classes[resource])}] in another flavor"
             )
-        classes.setdefault(resource, names)
+        if source is None:
+            classes.setdefault(resource, names)
         resources[resource] = quota
     if tuple(resources) != covered:
         problems.append(
@@ -319,7 +275,9 @@ def parse_cluster_queue(obj: Obj) -> ClusterQueue:
     when_full = _choice(reader, spec, "whenFull", (REJECT, QUEUE))
     strategy = _choice(reader, spec, "queueingStrategy", (BEST_EFFORT_FIFO, STRICT_FIFO))
     problems: list[str] = []
+    preemption = parse_preemption(reader, spec.get("preemption"), "spec.preemption", problems)
     classes: dict[str, tuple[str, ...]] = {}
+    sources: dict[str, DeviceSource] = {}
     groups = []
     seen_resources: set[str] = set()
     seen_flavors: set[str] = set()
@@ -334,7 +292,7 @@ def parse_cluster_queue(obj: Obj) -> ClusterQueue:
                 problems.append(f"{path}.coveredResources: {resource} is covered by two groups")
             seen_resources.add(resource)
         flavors = tuple(
-            _flavor(reader, f, f"{path}.flavors[{j}]", covered, cohort, classes, problems)
+            _flavor(reader, f, f"{path}.flavors[{j}]", covered, cohort, classes, sources, problems)
             for j, f in enumerate(reader.items(raw.get("flavors"), f"{path}.flavors"))
         )
         if not flavors:
@@ -363,6 +321,8 @@ def parse_cluster_queue(obj: Obj) -> ClusterQueue:
         queueing_strategy=strategy,
         groups=tuple(groups),
         resource_classes=resource_classes,
+        sources=dict(sorted(sources.items())),
+        preemption=preemption,
         problems=tuple(sorted(set(problems))),
     )
 

@@ -17,7 +17,7 @@ the largest amounts).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from quota.charge import FlavorResource
@@ -26,6 +26,7 @@ from quota.lending import lending
 from quota.messages import format_amount
 from quota.queues import ClusterQueue, LocalQueue, ResourceQuota
 from quota.queuetable import QueueTable
+from quota.sources import unit_in
 
 __all__ = [
     "MAX_FLAVORS",
@@ -37,12 +38,14 @@ __all__ = [
     "local_queue_condition",
     "local_queue_status",
     "queue_condition",
+    "sources_condition",
 ]
 
 MAX_FLAVORS = 256  # a ClusterQueue names at most 16 resource groups of 16 flavors
 MAX_RESOURCES = 16  # a resource group covers at most 16 resources
 MAX_PEERS = 64  # lentTo / borrowedFrom entries of one resource
 MAX_SUMMARY = 256  # characters of a ClusterQueue's usageSummary
+SOURCES_CONDITION = "DeviceSourcesPublished"
 
 UsageOf = Callable[[str], Mapping[FlavorResource, int]]
 
@@ -81,7 +84,7 @@ def _flavors_usage(
     known = set(keys)
     keys += sorted(key for key, value in usage.items() if value and key not in known)
     return _by_flavor(
-        (key, {"name": key.resource, "total": format_amount(key.resource, usage.get(key, 0))})
+        (key, {"name": key.resource, "total": _amount(queue, key.resource, usage.get(key, 0))})
         for key in keys
     )
 
@@ -91,7 +94,9 @@ def _usage_summary(queue: ClusterQueue | None, usage: Mapping[FlavorResource, in
     parts: dict[str, list[str]] = {}
     for key in _keys(queue):
         quota = (queue.quota(key) if queue else None) or ResourceQuota(0)
-        used, nominal = (format_amount(key.resource, n) for n in (usage.get(key, 0), quota.nominal))
+        used, nominal = (
+            _amount(queue, key.resource, n) for n in (usage.get(key, 0), quota.nominal)
+        )
         parts.setdefault(key.flavor, []).append(f"{key.resource}={used}/{nominal}")
     text = ", ".join(f"{flavor} {' '.join(items)}" for flavor, items in parts.items())
     return text if len(text) <= MAX_SUMMARY else text[: MAX_SUMMARY - 3] + "..."
@@ -123,16 +128,23 @@ def cluster_queue_status(
     now: str,
     pending: int | None = None,
     admitted: int | None = None,
+    unpublished: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The `status` of ClusterQueue `name`: the `Active` condition, usage per flavor (and as
     one line, `usageSummary`, for `kubectl get -o wide`), the `admitted` pods and Jobs
     holding its quota and the `pending` workloads waiting in it.
 
-    `previous` is the status the object has (see `_with_transition`).
+    `previous` is the status the object has (see `_with_transition`). `unpublished` lists
+    the counter and capacity resources no device publishes
+    (`quota.devicecharge.unpublished_sources`): they are charged 0, so the queue says so in
+    a `DeviceSourcesPublished` condition.
     """
     queue = table.queues.get(name)
+    conditions = [queue_condition(table, name)]
+    if queue is not None and queue.sources:
+        conditions.append(sources_condition(unpublished))
     status: dict[str, Any] = {
-        "conditions": [_with_transition(queue_condition(table, name), previous, now)],
+        "conditions": [_with_transition(c, previous, now) for c in conditions],
         "flavorsUsage": _flavors_usage(queue, usage),
         "usageSummary": _usage_summary(queue, usage),
     }
@@ -143,9 +155,14 @@ def cluster_queue_status(
     return status
 
 
-def _peers(resource: str, amounts: Mapping[str, int]) -> list[dict[str, str]]:
+def _amount(queue: ClusterQueue | None, resource: str, value: int) -> str:
+    """An amount in the resource's units (a counter or capacity: its nominalQuota's)."""
+    return format_amount(resource, value, unit_in(queue.sources if queue else {}, resource))
+
+
+def _peers(queue: ClusterQueue, resource: str, amounts: Mapping[str, int]) -> list[dict[str, str]]:
     kept = sorted(amounts.items(), key=lambda item: (-item[1], item[0]))[:MAX_PEERS]
-    return [{"clusterQueue": q, "amount": format_amount(resource, n)} for q, n in sorted(kept)]
+    return [{"clusterQueue": q, "amount": _amount(queue, resource, n)} for q, n in sorted(kept)]
 
 
 def _quota_row(
@@ -156,7 +173,7 @@ def _quota_row(
     lent = lending(table, queue, key, usage_of)
 
     def amount(value: int) -> str:
-        return format_amount(key.resource, value)
+        return _amount(queue, key.resource, value)
 
     row: dict[str, Any] = {
         "name": key.resource,
@@ -171,9 +188,9 @@ def _quota_row(
     if quota.lending_limit is not None:
         row["lendingLimit"] = amount(quota.lending_limit)
     if lent.lent_to:
-        row["lentTo"] = _peers(key.resource, lent.lent_to)
+        row["lentTo"] = _peers(queue, key.resource, lent.lent_to)
     if lent.borrowed_from:
-        row["borrowedFrom"] = _peers(key.resource, lent.borrowed_from)
+        row["borrowedFrom"] = _peers(queue, key.resource, lent.borrowed_from)
     return row
 
 
@@ -241,6 +258,25 @@ def local_queue_condition(table: QueueTable, cluster_queue: str) -> dict[str, st
         "status": "True",
         "reason": "Ready",
         "message": f"can submit pods to ClusterQueue {cluster_queue}",
+    }
+
+
+def sources_condition(unpublished: Sequence[str]) -> dict[str, str]:
+    """The `DeviceSourcesPublished` condition of a queue with counter or capacity resources:
+    `False` with a warning naming each one no device publishes (charged 0)."""
+    if not unpublished:
+        message = "every counter and capacity resource is published by some device"
+        return {
+            "type": SOURCES_CONDITION,
+            "status": "True",
+            "reason": "Published",
+            "message": message,
+        }
+    return {
+        "type": SOURCES_CONDITION,
+        "status": "False",
+        "reason": "Unpublished",
+        "message": f"charged 0 until a device publishes it: {'; '.join(unpublished)}",
     }
 
 

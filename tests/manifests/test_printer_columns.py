@@ -43,6 +43,20 @@ def test_cluster_queue_columns_show_validity_and_usage() -> None:
     assert columns["Usage"]["jsonPath"] == ".status.usageSummary"
 
 
+def test_cluster_queue_wide_columns_show_the_preemption_policy() -> None:
+    # `kubectl get cq -o wide` (priority 1); the CRD defaults both fields to Never.
+    doc = yaml.safe_load((CRDS / "clusterqueues.yaml").read_text())
+    columns = {c["name"]: c for c in doc["spec"]["versions"][0]["additionalPrinterColumns"]}
+    shown = {
+        name: (columns[name]["jsonPath"], columns[name].get("priority"))
+        for name in ("Reclaim", "Within CQ")
+    }
+    assert shown == {
+        "Reclaim": (".spec.preemption.reclaimWithinCohort", 1),
+        "Within CQ": (".spec.preemption.withinClusterQueue", 1),
+    }
+
+
 def _parts(json_path: str) -> list[tuple[str, bool]]:
     """`.a.b[?(@.x=="y")].c` -> [("a", False), ("b", True), ("c", False)]: name, filtered."""
     parts = []

@@ -35,7 +35,7 @@ CRDS = Path(__file__).resolve().parents[2] / "manifests" / "base" / "crds"
             "nominalQuota",
             id="typo-deep-in-a-list",
         ),
-        pytest.param("spec.preemption", "spec.preemption", None, id="kueue-field-not-supported"),
+        pytest.param("spec.fairSharing", "spec.fairSharing", None, id="kueue-field-not-supported"),
         pytest.param("specs", "specs", "spec", id="top-level"),
     ],
 )

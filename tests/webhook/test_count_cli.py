@@ -1,4 +1,5 @@
-"""`draquota count` prints devices per DeviceClass (SPEC §7)."""
+"""`draquota count` prints devices per DeviceClass (SPEC §7), and what counter and capacity
+resources charge (issue 27)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from quota.quantity import parse_quantity
+from tests.webhook import gpu_memory
+from tests.webhook.gpu_memory import write_state
 from webhook.cli import main
 
 pytestmark = pytest.mark.usefixtures("no_machine_kubeconfig")
+
+RECORDED = gpu_memory.RECORDED.parent  # ResourceSlices and claims from the real API server
 
 GPU_TEMPLATE = {
     "apiVersion": "resource.k8s.io/v1beta2",
@@ -171,3 +177,73 @@ def test_console_script_runs(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["items"][0]["devices"] == {"gpu.example.com": 2}
+
+
+def _queue(*resources: dict) -> dict:
+    """A ClusterQueue with `resources` in one flavor (what `count` reads of it: the sources)."""
+    return {
+        "apiVersion": "draquota.io/v1beta1",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "net"},
+        "spec": {
+            "namespaceSelector": {},
+            "resourceGroups": [
+                {
+                    "coveredResources": [r["name"] for r in resources],
+                    "flavors": [{"name": "default", "resources": list(resources)}],
+                }
+            ],
+        },
+    }
+
+
+def test_count_shows_the_gpu_memory_recorded_claims_and_a_pod_are_charged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = write_state(tmp_path / "state", gpu_memory.objects())
+    notebook = next(
+        doc
+        for doc in yaml.safe_load_all((gpu_memory.EXAMPLE / "01-slices.yaml").read_text())
+        if doc and doc["kind"] == "Pod"
+    )
+    # the claims kube-scheduler allocated on the real control plane, and a notebook pod
+    inputs = _write(tmp_path / "in.yaml", *gpu_memory.recorded("ResourceClaim"), notebook)
+    code, out, err = _run("count", str(inputs), "--state", str(state), capsys=capsys)
+    assert (code, err) == (0, "")
+    header, *rows = [line.split() for line in out.splitlines()]
+    assert header == ["KIND", "NAMESPACE", "NAME", "DEVICES", "CHARGES"]
+    assert rows == [
+        ["ResourceClaim", "default", "mig-slice", "mig-1g.5gb.gpu.example.com=1", "gpu-memory=5Gi"],
+        ["ResourceClaim", "default", "whole-a100", "a100.gpu.example.com=1", "gpu-memory=40Gi"],
+        ["Pod", "vision", "notebook-1", "mig-1g.5gb.gpu.example.com=1", "gpu-memory=5Gi"],
+    ]
+
+
+def test_count_charges_capacity_as_the_scheduler_consumed_it_in_decimal_units(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recording = json.loads((RECORDED / "consumable.json").read_text())["items"]
+    claims = [obj for obj in recording if obj["kind"] == "ResourceClaim"]
+    bandwidth = {
+        "name": "nic-bandwidth",
+        "kind": "DeviceCapacity",
+        "deviceClassNames": ["range.net.example.com", "steps.net.example.com"],
+        "capacity": "bandwidth",
+        "nominalQuota": "100G",
+    }
+    devices = [obj for obj in recording if obj["kind"] in ("DeviceClass", "ResourceSlice")]
+    state = write_state(tmp_path / "state", [*devices, _queue(bandwidth)])
+    inputs = _write(tmp_path / "in.yaml", *claims)
+    code, out, err = _run("count", str(inputs), "--state", str(state), "--json", capsys=capsys)
+    assert (code, err) == (0, "")
+    charged = {item["name"]: item["charges"]["nic-bandwidth"] for item in json.loads(out)["items"]}
+    consumed = {
+        claim["metadata"]["name"]: result["consumedCapacity"]["bandwidth"]
+        for claim in claims
+        for result in claim["status"]["allocation"]["devices"]["results"]
+    }
+    assert set(charged) == set(consumed) and len(consumed) == 6
+    for name, text in charged.items():
+        # what quota charged is what the scheduler took (rounded up to the device's policy)
+        assert parse_quantity(text) == parse_quantity(consumed[name]), name
+        assert text.endswith("G"), f"{name}: {text} is not in the unit of nominalQuota 100G"

@@ -9,8 +9,15 @@ from typing import Any
 
 import pytest
 
+from quota.holdings import holdings
+from quota.queuetable import queue_table
+from quota.settings import Settings
+from tests.webhook import gpu_memory
 from tests.webhook.dashboard_lab import admin_view, lab_objects, of
+from webhook.commands._cluster import memory_usage
+from webhook.commands._localqueues import computed_status
 from webhook.dashboard.model import namespace_cards, parse_wait, routes, waiting
+from webhook.dashboard.page import bar, body
 from webhook.kube.trim import trimmed
 
 WAIT_0 = (
@@ -192,3 +199,30 @@ def test_two_local_queues_of_one_cluster_queue_share_its_card(lab: Any) -> None:
         "LocalQueue research/a-new-one: status.clusterQueue: not reported yet"
     ]
     assert [q["key"] for q in card["localQueues"]] == ["research/a-new-one", "research/default"]
+
+
+def test_gpu_memory_shows_in_the_unit_of_its_nominal_quota_to_an_admin_and_a_user() -> None:
+    """Six notebooks of one 1g.5gb slice (5Gi) hold 30Gi of ClusterQueue vision's 40Gi of GPU
+    memory (tests/webhook/gpu_memory.py: partitionable GPUs recorded from the real cluster)."""
+    cluster = gpu_memory.admitted(6)
+    objects = [*gpu_memory.objects(), *cluster.state.list("Pod")]
+    cards, _ = admin_view(objects)
+    (vision,) = cards
+    rows = {row["name"]: row for row in vision["flavors"][0]["resources"]}
+    assert rows["gpu-memory"] == {
+        "name": "gpu-memory", "nominal": "40Gi", "inUse": "30Gi", "borrowed": "0", "lent": "0",
+        "lendable": "0",
+    }  # fmt: skip
+    assert (rows["gpus"]["nominal"], rows["gpus"]["inUse"]) == ("16", "6")
+    # a namespace user's card: what the queue status writer put on the LocalQueue
+    table = queue_table(cluster.state.snapshot(), Settings())
+    usage = memory_usage(cluster.state, Settings())
+    local_queues = computed_status(
+        table, of(objects, "LocalQueue"), usage, holdings(usage), {}, "2026-11-27T10:00:00Z"
+    )
+    (card,) = namespace_cards(local_queues)
+    assert card["flavors"] == vision["flavors"] and card["problems"] == []
+    html = body({"scope": "test", "queues": [card], "waiting": []})
+    assert "30Gi of 40Gi in use" in html
+    shape = bar(rows["gpu-memory"], in_cohort=False)
+    assert shape.segments == (("used", 75.0), ("free", 25.0)) and shape.nominal_at == 100.0

@@ -1,15 +1,28 @@
 """`draquota status` as an admin sees it: every ClusterQueue with its cohort lending, and
-with -A every LocalQueue and workload (issue 25)."""
+with -A every LocalQueue and workload (issue 25); counter resources in their units, as an
+admin and as a namespace user sees them (issue 27)."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
+from quota.holdings import holdings
+from quota.queuetable import queue_table
+from quota.settings import Settings
+from tests.fakeapi import ApiError, FakeApiServer
+from tests.security.cluster import Cluster
+from tests.webhook import gpu_memory
+from tests.webhook.gpu_memory import write_state
 from webhook.cli import main
+from webhook.commands._cluster import memory_usage
+from webhook.commands._localqueues import computed_status
 
 pytestmark = pytest.mark.usefixtures("no_machine_kubeconfig")
 
@@ -17,6 +30,7 @@ pytestmark = pytest.mark.usefixtures("no_machine_kubeconfig")
 # lab, research (4 GPUs, lendingLimit 2) runs 2 pods and has lent 2 GPUs to ml (2 GPUs),
 # which runs 4; pod eval-0, pod group pair and Job sweep wait in research.
 LAB = Path(__file__).parent / "fixtures" / "user-view" / "admin"
+USER = LAB.parent / "user"  # the API server's answers to a namespace user
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -72,3 +86,118 @@ def test_status_of_all_namespaces_lists_queues_local_queues_and_workloads(
         ("research", "sweep", "Waiting", "3 of 3"),
     ]
     assert notes.splitlines()[0].startswith("pod research/eval-0: waiting for quota: ")
+
+
+# -- counter resources (issue 27): ClusterQueue vision, 40Gi of GPU memory, six notebooks of
+# one 1g.5gb slice (5Gi) admitted by draquota (tests/webhook/gpu_memory.py)
+
+
+def _gpu_memory_state(tmp_path: Path) -> tuple[Cluster, Path]:
+    cluster = gpu_memory.admitted(6)
+    documents = [*gpu_memory.objects(), *cluster.state.list("Pod")]
+    return cluster, write_state(tmp_path / "state", documents)
+
+
+def test_status_shows_gpu_memory_in_the_unit_of_its_nominal_quota(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, state = _gpu_memory_state(tmp_path)
+    code, out, err = _run(capsys, "status", "--state", str(state), "-o", "wide")
+    assert (code, err) == (0, "")
+    rows = {row["RESOURCE"]: row for row in _rows(out)}
+    memory = rows["gpu-memory"]
+    assert (memory["NOMINAL"], memory["IN USE"], memory["AVAILABLE"]) == ("40Gi", "30Gi", "10Gi")
+    assert (rows["gpus"]["NOMINAL"], rows["gpus"]["AVAILABLE"]) == ("16", "10")  # devices
+    code, out, _ = _run(capsys, "status", "--state", str(state), "-o", "json")
+    (queue,) = json.loads(out)["items"]
+    shown = {r["name"]: r for r in queue["flavors"][0]["resources"]}
+    assert {k: shown["gpu-memory"][k] for k in ("nominal", "inUse", "available", "borrowed")} == {
+        "nominal": "40Gi",
+        "inUse": "30Gi",
+        "available": "10Gi",
+        "borrowed": "0",
+    }
+    assert {k: shown["gpus"][k] for k in ("nominal", "inUse", "available")} == {
+        "nominal": "16",
+        "inUse": "6",
+        "available": "10",
+    }
+
+
+def test_an_admin_sees_what_each_workload_holds_of_gpu_memory_in_its_unit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, state = _gpu_memory_state(tmp_path)
+    code, out, _ = _run(capsys, "status", "--state", str(state), "-n", gpu_memory.NAMESPACE)
+    assert code == 0
+    local_queues, workloads = out.split("\n\n")
+    memory = next(r for r in _rows(local_queues) if r["RESOURCE"] == "gpu-memory")
+    assert (memory["NOMINAL"], memory["IN USE"]) == ("40Gi", "30Gi")
+    held = {row["WORKLOAD"]: row["RESOURCES"] for row in _rows(workloads)}
+    assert held == {f"notebook-{i}": "gpu-memory=5Gi,gpus=1" for i in range(1, 7)}
+
+
+@pytest.fixture
+def api() -> Iterator[FakeApiServer]:
+    server = FakeApiServer(bookmark_interval=0.1).start()
+    yield server
+    server.stop()
+
+
+def _as_namespace_user(api: FakeApiServer, namespace: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake API server answers as the real one answers the `edit` role of `namespace`:
+    a LIST elsewhere is refused with the 403 recorded from it."""
+    forbidden = json.loads((USER / "forbidden.json").read_text())
+    route = FakeApiServer.route
+
+    def as_user(self: FakeApiServer, h: Any, method: str, path: str, query: Any) -> None:
+        parts = path.strip("/").split("/")  # a resource: /api/v1/pods, /apis/g/v1/r, ...
+        resource = len(parts) >= (3 if parts[0] == "api" else 4)
+        if resource and f"/namespaces/{namespace}/" not in f"{path}/":
+            plural = path.rsplit("/", 1)[1]
+            raise ApiError(403, forbidden["reason"], forbidden["message"].replace("pods", plural))
+        route(self, h, method, path, query)
+
+    monkeypatch.setattr(FakeApiServer, "route", as_user)
+
+
+def test_a_namespace_user_sees_gpu_memory_in_its_unit_from_what_draquota_wrote(
+    api: FakeApiServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    cluster, _ = _gpu_memory_state(tmp_path)
+    namespace = gpu_memory.NAMESPACE
+    # the LocalQueue's status as draquota's queue status writer computes it
+    table = queue_table(cluster.state.snapshot(), Settings())
+    usage = memory_usage(cluster.state, Settings())
+    local_queues = cluster.state.list("LocalQueue", namespace)
+    stamp = "2026-11-27T10:00:00Z"
+    for obj in computed_status(table, local_queues, usage, holdings(usage), {}, stamp):
+        api.create(obj)
+    for pod in cluster.state.list("Pod", namespace):  # as draquota's /mutate annotated them
+        api.create(pod)
+    _as_namespace_user(api, namespace, monkeypatch)
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "fake", "cluster": {"server": api.url}}],
+        "users": [{"name": "alice", "user": {"token": "not-a-secret"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "alice"}}],
+        "current-context": "fake",
+    }
+    kubeconfig = tmp_path / "alice"
+    kubeconfig.write_text(yaml.safe_dump(config))
+    argv = ("status", "--kubeconfig", str(kubeconfig), "-n", namespace)
+    code, out, err = _run(capsys, *argv)
+    assert (code, err) == (0, "")
+    local_queues, workloads = out.split("\n\n")
+    memory = next(r for r in _rows(local_queues) if r["RESOURCE"] == "gpu-memory")
+    assert (memory["NOMINAL"], memory["IN USE"], memory["LENDABLE"]) == ("40Gi", "30Gi", "0")
+    held = {row["WORKLOAD"]: row["RESOURCES"] for row in _rows(workloads)}
+    assert held == {f"notebook-{i}": "gpu-memory=5Gi,gpus=1" for i in range(1, 7)}
+    code, out, _ = _run(capsys, *argv, "-o", "json")
+    totals = [r for w in json.loads(out)["workloads"] for f in w["flavorsUsage"]
+              for r in f["resources"]]  # fmt: skip
+    assert {r["name"]: r["total"] for r in totals} == {"gpu-memory": "5Gi", "gpus": "1"}

@@ -5,6 +5,11 @@ carries its ClusterQueue's quota, usage and cohort lending, so that a user who m
 only their namespace sees them. An admin's `status` computes the same status from the
 cluster view with the same function, so both read one shape. Values are reported as they
 are (quantity strings); one that is missing shows as `-`.
+
+Those strings are also where a namespace user learns the unit of a counter or capacity
+resource (`reported_units`): the user may not read the ClusterQueue that defines it, and the
+status writer prints such amounts in the unit of their nominalQuota (`40Gi`), while device
+counts are always plain numbers.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from quota.cluster import Obj
 from quota.holdings import Holdings
 from quota.queues import LocalQueue
 from quota.queuetable import QueueTable
+from quota.sources import unit_of
 from quota.status import cluster_queue_summary, local_queue_status
 from quota.usage import Usage
 
@@ -24,6 +30,7 @@ __all__ = [
     "computed_status",
     "local_queue_item",
     "local_queue_table",
+    "reported_units",
     "resource_row",
 ]
 
@@ -94,6 +101,20 @@ def local_queue_item(obj: Obj) -> dict[str, Any]:
         "flavorsUsage": _list(status.get("flavorsUsage")),
         "flavors": _flavors(summary),
     }
+
+
+def reported_units(items: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
+    """The unit style (`quota.sources.unit_of`) of each resource with a suffixed amount in the
+    LocalQueues' reported quota, by (ClusterQueue, resource). Any of a row's amounts tells it:
+    one that is 0, or not a multiple of a suffix, prints as a plain number."""
+    units: dict[tuple[str, str], str] = {}
+    for item in items:
+        for flavor in item["flavors"]:
+            for row in flavor["resources"]:
+                found = (unit_of(row[f]) for f in RESOURCE_FIELDS if row[f] is not None)
+                if unit := next((u for u in found if u), ""):
+                    units.setdefault((str(item["clusterQueue"]), row["name"]), unit)
+    return units
 
 
 def computed_status(

@@ -34,9 +34,13 @@ from quota.waiting import GROUP_LABEL, GROUP_TOTAL_ANNOTATION
 from quota.waitreport import parse_wait, pending_messages, quota_reserved
 from webhook.podusage import job_holder
 
-__all__ = ["annotated_charges", "workload_items", "workload_notes", "workload_table"]
+__all__ = ["Units", "annotated_charges", "workload_items", "workload_notes", "workload_table"]
 
 ChargeOf = Callable[[str], Charge | None]
+# How the amounts of a counter or capacity resource print, by (ClusterQueue, resource): the
+# unit style of its nominalQuota (`quota.sources.unit_of`); a resource not listed prints as
+# `quota.messages.format_amount` prints it without one.
+Units = Mapping[tuple[str, str], str]
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -142,12 +146,14 @@ def workload_items(
     charge_of: ChargeOf,
     now: float,
     why: Mapping[str, str] | None = None,
+    units: Units | None = None,
 ) -> list[dict[str, Any]]:
     """Every workload holding or waiting for quota. `local_queues`: the `ns/name` of every
     LocalQueue; `charge_of(holder)`: what a pod (`ns/name`) or a Job admitted as a whole
     (`job_holder`) holds; `events`: draquota's `Pending` Events of Jobs. `why`: the waiting
     message of each workload by key (`ns/name`, `ns/group`) to show instead of what the
-    controller last wrote, when the caller worked it out itself."""
+    controller last wrote, when the caller worked it out itself. `units`: how counter and
+    capacity amounts print (`40Gi`, not 42949672960)."""
     jobs_by_uid = _job_rows(jobs, pending_messages(events), local_queues, charge_of)
     rows: dict[tuple[str, str, str], _Row] = {}
     for pod in pods:
@@ -165,21 +171,23 @@ def workload_items(
     for row in every:
         if why is not None and row.waiting:
             row.message = why.get(f"{row.namespace}/{row.name}", "")
-    return sorted((_item(row, now) for row in every), key=_order)
+    return sorted((_item(row, now, units or {}) for row in every), key=_order)
 
 
-def _held(charges: Mapping[str, Charge]) -> list[dict[str, Any]]:
-    """What the charges hold together (a shared claim once), per flavor and resource."""
+def _held(charges: Mapping[str, Charge], units: Units) -> list[dict[str, Any]]:
+    """What the charges hold together (a shared claim once), per flavor and resource, in
+    each resource's unit."""
     usage = Usage(charges)
     totals: dict[str, list[dict[str, str]]] = {}
     for queue in sorted({charge.cluster_queue for charge in charges.values()}):
         for key, amount in usage.of(queue).items():
-            entry = {"name": key.resource, "total": format_amount(key.resource, amount)}
+            unit = units.get((queue, key.resource), "")
+            entry = {"name": key.resource, "total": format_amount(key.resource, amount, unit)}
             totals.setdefault(key.flavor, []).append(entry)
     return [{"name": flavor, "resources": resources} for flavor, resources in totals.items()]
 
 
-def _item(row: _Row, now: float) -> dict[str, Any]:
+def _item(row: _Row, now: float, units: Units) -> dict[str, Any]:
     shown = parse_wait(row.message)
     return {
         "kind": row.kind,
@@ -189,7 +197,7 @@ def _item(row: _Row, now: float) -> dict[str, Any]:
         "status": "Waiting" if row.waiting else "Admitted",
         "pods": row.pods,
         "totalPods": row.total,
-        "flavorsUsage": _held(row.charges),
+        "flavorsUsage": _held(row.charges, units),
         "position": shown.position,
         "of": shown.of,
         "message": row.message,

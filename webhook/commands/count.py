@@ -1,4 +1,6 @@
-"""Devices per DeviceClass of claims, templates, pods and workloads (one pod of each).
+"""Devices per DeviceClass of claims, templates, pods and workloads (one pod of each), and
+what they are charged in the counter and capacity resources (GPU memory, bandwidth) of the
+ClusterQueues the cluster view holds, in each resource's unit (`quota.devicecharge`).
 
 Claims and templates a pod names are read from the inputs, then from the cluster:
 `--state DIR`, else a live one through `--kubeconfig FILE`, `$KUBECONFIG` or
@@ -13,11 +15,17 @@ import argparse
 from collections.abc import Mapping
 from typing import Any
 
-from quota.claims import CLAIM_KINDS, claim_spec_of
-from quota.demand import pod_demand
+from quota.claims import CLAIM_KINDS, claim_spec_of, expand_pod_claims
+from quota.demand import catalog_of, pod_demand
 from quota.derived import DerivedCache
+from quota.devicecharge import claim_charge
 from quota.devices import claim_devices
+from quota.errors import InvalidObject, object_ref
+from quota.messages import format_amount
+from quota.quantity import sat_add
+from quota.queues import parse_cluster_queue
 from quota.settings import Settings
+from quota.sources import DeviceSource
 from quota.workloads import WORKLOAD_KINDS, as_workload
 from webhook.clusterstate import ClusterState
 from webhook.commands._cluster import cluster_config, read_cluster
@@ -36,7 +44,7 @@ from webhook.state import load_state
 # DeviceClasses that give extended resources (an admin's; a namespace user counts without).
 KINDS = ("ResourceClaim", "ResourceClaimTemplate", "DeviceClass")
 
-__all__ = ["configure", "count_object", "run"]
+__all__ = ["charge_object", "configure", "count_object", "run"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -51,6 +59,55 @@ def count_object(
     if obj.get("kind") in CLAIM_KINDS:
         return claim_devices(claim_spec_of(obj))
     return pod_demand(as_workload(obj), state.snapshot(), cache=cache).all_devices()
+
+
+def _sources(state: ClusterState) -> dict[str, DeviceSource]:
+    """Counter and capacity resources of the view's ClusterQueues (unparseable ones skipped)."""
+    out: dict[str, DeviceSource] = {}
+    for obj in state.list("ClusterQueue"):
+        try:
+            out.update(parse_cluster_queue(obj).sources)
+        except InvalidObject:
+            continue
+    return dict(sorted(out.items()))
+
+
+def charge_object(
+    obj: Mapping[str, Any],
+    state: ClusterState,
+    sources: Mapping[str, DeviceSource],
+    cache: DerivedCache | None = None,
+) -> dict[str, str]:
+    """Per counter or capacity resource, what a claim, a template or one pod of a workload is
+    charged (shared claims included), in the resource's unit; resources it does not touch
+    are left out."""
+    if not sources:
+        return {}
+    view = state.snapshot()
+    catalog = catalog_of(view, cache=cache)()
+    if obj.get("kind") in CLAIM_KINDS:
+        metadata = obj.get("metadata") or {}
+        ref = object_ref(str(obj["kind"]), metadata.get("namespace"), metadata.get("name"))
+        base = "spec.spec" if obj["kind"] == "ResourceClaimTemplate" else "spec"
+        specs = [(claim_spec_of(obj), ref, base)]
+    else:
+        workload = as_workload(obj)
+        claims = expand_pod_claims(workload.pod, view, workload.ref, cache=cache)
+        specs = [
+            (c.spec, object_ref("ResourceClaim", c.namespace, c.claim or c.template), "spec")
+            for c in claims
+        ]
+    out = {}
+    for resource, source in sources.items():
+        total = sat_add(
+            *(
+                claim_charge(catalog, source, spec, ref, base=base).amount
+                for spec, ref, base in specs
+            )
+        )
+        if total:
+            out[resource] = format_amount(resource, total, source.unit)
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
     ]
     items = []
     cache = DerivedCache()
+    sources = _sources(state)
     for i, obj in enumerate(counted):
         if i % 1000 == 0:
             progress.update(f"counted {i} of {len(counted)} objects")
@@ -81,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
                 "name": metadata.get("name") or metadata.get("generateName"),
                 "devices": count_object(obj, state, cache),
             }
+            | ({"charges": charge_object(obj, state, sources, cache)} if sources else {})
         )
     progress.done()
 
@@ -88,14 +147,16 @@ def run(args: argparse.Namespace) -> int:
         rows = []
         for item in items:
             devices = item["devices"]
-            row = (
+            row: tuple[Any, ...] = (
                 item["kind"],
                 item["namespace"],
                 item["name"],
                 ", ".join(f"{c}={n}" for c, n in devices.items()) or "-",
             )
+            if sources:
+                row += (", ".join(f"{r}={v}" for r, v in item["charges"].items()) or "-",)
             rows.append((*row, sum(devices.values())) if wide else row)
-        header = ("KIND", "NAMESPACE", "NAME", "DEVICES")
+        header = ("KIND", "NAMESPACE", "NAME", "DEVICES", *(("CHARGES",) if sources else ()))
         return ((*header, "TOTAL") if wide else header), rows
 
     emit(output_format(args), items, table, lambda i: f"{i['kind'].lower()}/{i['name']}")

@@ -17,7 +17,9 @@ or `~/.kube/config` (listed once, nothing written). What is shown depends on who
 
 A queue that is invalid admits nothing: it is listed with its problems and the command
 exits 2, so a quota setup can be checked before any pod is submitted. Quantities are in
-the resource's own units (cpu in cores).
+the resource's own units (cpu in cores; a counter or capacity resource in the unit of its
+nominalQuota, `40Gi`): an admin's from the ClusterQueues, a namespace user's as the
+LocalQueue status reports them (`_localqueues.reported_units`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from quota.placement import make_placer
 from quota.queues import parse_resource_flavor
 from quota.queuetable import QueueTable, queue_table
 from quota.settings import Settings
+from quota.sources import unit_in
 from quota.status import cluster_queue_summary
 from quota.usage import Usage
 from quota.waiting import waiting_in
@@ -66,10 +69,12 @@ from webhook.commands._localqueues import (
     computed_status,
     local_queue_item,
     local_queue_table,
+    reported_units,
     resource_row,
 )
 from webhook.commands._whatif import next_pass
 from webhook.commands._workloads import (
+    Units,
     annotated_charges,
     workload_items,
     workload_notes,
@@ -104,7 +109,8 @@ def _resources(
         for raw in flavor["resources"]:
             row = resource_row(raw)
             view = quota_view(table, queue, FlavorResource(flavor["name"], row["name"]), usage.of)
-            row["available"] = format_amount(row["name"], max(0, view.available))
+            unit = unit_in(queue.sources, row["name"])
+            row["available"] = format_amount(row["name"], max(0, view.available), unit)
             if queue.cohort is None:
                 row["lendable"] = None  # nobody to lend to
             rows.append(row)
@@ -220,12 +226,23 @@ def _namespace_items(
         charge_of: Callable[[str], Charge | None] = snapshot.usage.charge_of
         placer = make_placer(state)
         why = next_pass(state, settings, placer, snapshot.usage, snapshot.records, now).waiting
+        units: Units | None = _units(table)
     else:
-        charge_of, why = annotated_charges(pods).get, None
+        charge_of, why, units = annotated_charges(pods).get, None, None
     local_items = sorted(map(local_queue_item, locals_), key=lambda i: (i["namespace"], i["name"]))
     keys = {f"{i['namespace']}/{i['name']}" for i in local_items}
-    workloads = workload_items(pods, jobs, snapshot.events, keys, charge_of, now, why)
+    units = reported_units(local_items) if units is None else units  # a user's: as reported
+    workloads = workload_items(pods, jobs, snapshot.events, keys, charge_of, now, why, units)
     return local_items, workloads
+
+
+def _units(table: QueueTable) -> Units:
+    """How counter and capacity amounts print, from the ClusterQueues that define them."""
+    return {
+        (name, resource): source.unit
+        for name, queue in table.queues.items()
+        for resource, source in queue.sources.items()
+    }
 
 
 def _show(fmt: str | None, queues: list[dict[str, Any]], local_items: list[dict[str, Any]],

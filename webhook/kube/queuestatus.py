@@ -22,7 +22,9 @@ from typing import Any, Protocol
 from certs.periodic import Periodic
 from quota.charge import FlavorResource
 from quota.cluster import ClusterView
+from quota.demand import catalog_of
 from quota.derived import DerivedCache
+from quota.devicecharge import unpublished_sources
 from quota.holdings import holdings
 from quota.queuetable import QueueTable, queue_table
 from quota.settings import Settings
@@ -109,12 +111,16 @@ class QueueStatusWriter:
         pass_ = _Pass(table, self.ledger.usage(), _rfc3339(seconds))
         waiting = waiting_in(state, table, seconds, self._gated.pods())
         written = 0
+        catalog = catalog_of(state, cache=self._cache)  # parsed only if a queue needs it
         for queue in state.list("ClusterQueue"):
             name = str((queue.get("metadata") or {}).get("name"))
+            parsed = table.queues.get(name)
+            sources = parsed.sources if parsed is not None else {}
             wanted = cluster_queue_status(
                 pass_.table, name, pass_.usage_of(name), _status(queue), pass_.now,
                 pending=len(waiting.get(name, ())),
                 admitted=pass_.held.cluster_queues.get(name, 0),
+                unpublished=unpublished_sources(catalog(), sources) if sources else (),
             )  # fmt: skip
             written += self._write_changed(queue, CLUSTER_QUEUE, None, name, wanted)
         return written + self._sync_local_queues(state, pass_, waiting)

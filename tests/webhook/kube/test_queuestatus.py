@@ -1,18 +1,23 @@
 """Queue status on the fake API: what a ClusterQueue and its LocalQueue report, written only
-when it changes."""
+when it changes; for counter resources, whether a device publishes them, and amounts in their
+unit (issue 27, over the partitionable GPUs recorded in tests/webhook/gpu_memory.py)."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
 
+from quota.status import SOURCES_CONDITION
 from tests.fakeapi import FakeApiServer
+from tests.webhook import gpu_memory
 from tests.webhook.kube.objects import QUEUE, gpu_pod
 from tests.webhook.kube.test_backend import eventually
-from tests.webhook.kube.test_ledger import Clock, make
+from tests.webhook.kube.test_ledger import Clock, make, start_instance
 from webhook.clusterstate import ClusterState
 from webhook.kube.client import KubeClient
+from webhook.kube.ledger import LedgerOptions
 from webhook.kube.queuestatus import QueueStatusWriter
 
 pytestmark = pytest.mark.integration
@@ -115,3 +120,70 @@ def _settled(instance: Any, admitted: int = 0) -> None:
     eventually(lambda: all((q.get("status") or {}).get("admittedWorkloads") == admitted
                            for kind in ("ClusterQueue", "LocalQueue")
                            for q in instance.backend.state.list(kind)))  # fmt: skip
+
+
+def _condition(status: dict, kind: str) -> dict:
+    (condition,) = (c for c in status.get("conditions") or () if c["type"] == kind)
+    return condition
+
+
+def test_a_counter_no_device_publishes_is_a_false_condition_until_a_driver_publishes_it(
+    api: FakeApiServer, client: KubeClient
+) -> None:
+    """ClusterQueue vision charges GPU memory by the `memory` counter: before the recorded
+    partitionable GPUs are published it says the resource is charged 0; once they are, it
+    says it is published. Amounts are in the unit of nominalQuota (40Gi)."""
+    for obj in gpu_memory.objects():
+        if obj["kind"] != "ResourceSlice":
+            api.create(obj)
+    instance = start_instance(client, Clock(), LedgerOptions(reconcile_interval=3600))
+    try:
+        writer = QueueStatusWriter(
+            client, instance.backend, instance.ledger, instance.ledger.settings
+        )
+        writer.sync()
+        status = _status(api, gpu_memory.QUEUE)
+        unpublished = _condition(status, SOURCES_CONDITION)
+        assert (unpublished["status"], unpublished["reason"]) == ("False", "Unpublished")
+        assert unpublished["message"] == (
+            "charged 0 until a device publishes it: gpu-memory: no device of "
+            "a100.gpu.example.com, mig-1g.5gb.gpu.example.com publishes counter memory"
+        )
+        assert _condition(status, "Active")["status"] == "True"  # a warning: it still admits
+        assert status["usageSummary"] == "a100 gpus=0/16 gpu-memory=0/40Gi"
+        for obj in gpu_memory.recorded("ResourceSlice"):
+            api.create(obj)
+        eventually(lambda: len(instance.backend.state.list("ResourceSlice")) == 2)
+        assert writer.sync() >= 1
+        published = _condition(_status(api, gpu_memory.QUEUE), SOURCES_CONDITION)
+        assert (published["status"], published["reason"]) == ("True", "Published")
+    finally:
+        instance.backend.stop()
+
+
+def test_local_queue_status_reports_gpu_memory_in_its_unit(
+    api: FakeApiServer, client: KubeClient
+) -> None:
+    for obj in gpu_memory.objects():
+        api.create(obj)
+    instance = start_instance(client, Clock(), LedgerOptions(reconcile_interval=3600))
+    try:
+        for i in range(3):  # three 1g.5gb slices, 5Gi of GPU memory each
+            pod = copy.deepcopy(gpu_pod(f"notebook-{i}"))
+            pod["metadata"]["namespace"] = gpu_memory.NAMESPACE
+            pod["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] = "mig-slice"
+            key = f"{gpu_memory.NAMESPACE}/notebook-{i}"
+            decision = instance.ledger.admit(f"uid-{i}", instance.evaluator(pod), False, key)
+            assert decision.allowed, decision.message
+        writer = QueueStatusWriter(
+            client, instance.backend, instance.ledger, instance.ledger.settings
+        )
+        writer.sync()
+        (local,) = api.objects("LocalQueue")
+        rows = {r["name"]: r for r in local["status"]["clusterQueue"]["flavors"][0]["resources"]}
+        assert (rows["gpu-memory"]["nominal"], rows["gpu-memory"]["inUse"]) == ("40Gi", "15Gi")
+        assert (rows["gpus"]["nominal"], rows["gpus"]["inUse"]) == ("16", "3")
+        summary = _status(api, gpu_memory.QUEUE)["usageSummary"]
+        assert summary == "a100 gpus=3/16 gpu-memory=15Gi/40Gi"
+    finally:
+        instance.backend.stop()
