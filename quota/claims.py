@@ -15,7 +15,7 @@ from quota.claimspec import ClaimSpec, api_version_of, parse_claim_spec
 from quota.cluster import ClusterView, Obj
 from quota.derived import DerivedCache
 from quota.devices import claim_devices
-from quota.errors import InvalidObject, NotFound, object_ref
+from quota.errors import InvalidObject, NotFound, ObjectRef, object_ref
 from quota.fields import FieldReader
 
 __all__ = [
@@ -83,6 +83,15 @@ def claim_references(pod: Obj, generated: bool = False) -> set[ClaimRef]:
             if isinstance(name, str) and name:
                 refs.add((kind, str(namespace), name))
     return refs
+
+
+def _absent(pod: Obj, state: ClusterView) -> tuple[ObjectRef, ...]:
+    """The claims and templates `pod` names that `state` lacks, sorted."""
+    return tuple(
+        ObjectRef(kind, namespace, name)
+        for kind, namespace, name in sorted(claim_references(pod))
+        if state.get(kind, namespace, name) is None
+    )
 
 
 def claim_spec_of(obj: Obj) -> ClaimSpec:
@@ -175,7 +184,8 @@ def expand_pod_claims(
     plane already generated (`status.resourceClaimStatuses`) is read from that claim,
     not from the template, which its owner may have replaced since. Without it (an
     admission), status is ignored: the API server resets it on create.
-    Raises NotFound naming the template or claim when it is missing, InvalidObject
+    Raises NotFound naming the first template or claim missing (and listing, in
+    `missing`, every one the pod names that `state` lacks), InvalidObject
     when an entry or the claim spec it points at is malformed. `cache` keeps parsed
     claim specs between calls (`quota.derived`); `base` is where the pod sits in the
     object `ref` names (`spec.template` for a Job), for the paths of errors.
@@ -187,10 +197,14 @@ def expand_pod_claims(
     spec = reader.mapping(pod.get("spec"), "spec")
     entries = reader.items(spec.get("resourceClaims"), "spec.resourceClaims")
     made = _generated_names(pod) if generated else {}
-    claims = [
-        _entry_claim(entry, f"spec.resourceClaims[{i}]", namespace, state, reader, made, cache)
-        for i, entry in enumerate(entries)
-    ]
+    try:
+        claims = [
+            _entry_claim(entry, f"spec.resourceClaims[{i}]", namespace, state, reader, made, cache)
+            for i, entry in enumerate(entries)
+        ]
+    except NotFound as exc:
+        missing = _absent(pod, state)
+        raise NotFound(exc.kind, exc.namespace, exc.name, exc.referrer, missing) from None
     names = [claim.entry for claim in claims]
     for i, name in enumerate(names):
         if name in names[:i]:

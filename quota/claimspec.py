@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from quota.errors import InvalidObject
+from quota.errors import InvalidObject, UnsupportedValue
 from quota.fields import FieldReader
 
 __all__ = [
@@ -117,7 +117,8 @@ def _exact(r: FieldReader, raw: Mapping[str, Any], path: str, admin_allowed: boo
     prefix = f"{path}." if path else ""
     mode = r.string(raw.get("allocationMode"), f"{prefix}allocationMode") or EXACT_COUNT
     if mode not in (EXACT_COUNT, ALL):
-        raise r.fail(f"{prefix}allocationMode", f'unsupported value "{mode}"')
+        where = r.at(f"{prefix}allocationMode")
+        raise UnsupportedValue(r.ref, where, mode, f'unsupported value "{mode}"')
     count = raw.get("count")
     if mode == ALL:
         count = 0

@@ -88,9 +88,9 @@ def _prepare(
         warnings.append(f"{text}: not charged{hint}")
     if placer is not None and settings.placement != "Off" and demand.claims:
         placement = placer(demand.claims, None)
-        if getattr(placement, "invalid", False):
+        if placement.invalid:
             return deny("InvalidObject", f"{subject}: {placement.reason}", queue=name, invalid=True)
-        if getattr(placement, "too_complex", False):
+        if placement.too_complex:
             text = f"{subject}: claims {placement.reason}"
             if settings.placement == "Enforce":
                 return deny("TooComplex", text, queue=name)
@@ -100,7 +100,7 @@ def _prepare(
             if settings.placement == "Enforce":
                 return deny("Unplaceable", text, queue=name)
             warnings.append(text)
-        elif not getattr(placement, "now", True):
+        elif not placement.now:
             busy_everywhere = placement.reason
     busy: dict[str, str] = {}
     lazy = make_flavor_filter(

@@ -5,37 +5,26 @@ labels, and (with a placer) whether the pod's claims can be placed on the flavor
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol, overload
+from typing import overload
 
 from quota.assignment import FlavorFilter, PreferringFilter, flavor_matches_pod
 from quota.claims import PodClaim
 from quota.cluster import ClusterView
+from quota.placement import Placement
 from quota.queues import ClusterQueue
 from quota.queuetable import QueueTable
 from quota.settings import Settings
 from quota.workloads import Workload
 
 __all__ = [
-    "PlacementLike",
     "Placer",
     "make_flavor_filter",
     "placer_on",
 ]
 
-
-class PlacementLike(Protocol):
-    """What a placer answers (quota.placement.Placement fits)."""
-
-    @property
-    def ok(self) -> bool: ...
-    @property
-    def reason(self) -> str: ...
-    @property
-    def node(self) -> str | None: ...
-
-
-# claims of one pod, node labels to restrict to (None: any node) -> placement
-Placer = Callable[[Sequence[PodClaim], Mapping[str, str] | None], PlacementLike]
+# claims of one pod, node labels to restrict to (None: any node) -> placement; every placer
+# answers a `Placement`, whose typed fields (`invalid`, `too_complex`, `now`) are read as they are
+Placer = Callable[[Sequence[PodClaim], Mapping[str, str] | None], Placement]
 
 
 @overload
@@ -90,11 +79,11 @@ def make_flavor_filter(
         placement = placer(claims, known.node_labels)
         labels = ",".join(f"{k}={v}" for k, v in known.node_labels.items())
         if placement.ok:
-            if not getattr(placement, "now", True):
+            if not placement.now:
                 # fits once devices are released: allowed, not preferred, warned if chosen
                 busy[flavor] = f"nodes with labels {labels}: {placement.reason}"
             return None
-        if getattr(placement, "too_complex", False):
+        if placement.too_complex:
             reason = f"flavor {flavor}: claims on nodes with labels {labels} {placement.reason}"
         else:
             reason = (

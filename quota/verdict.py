@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from quota.charge import Charge
-from quota.errors import DraquotaError, NotFound
+from quota.errors import DraquotaError, NotFound, ObjectRef
 
 __all__ = [
     "Decision",
@@ -41,6 +41,8 @@ class Decision:
     local_queue_name: str | None = None  # of the LocalQueue the object was routed to
     queued: bool = False  # allowed into a queueing ClusterQueue: the pod waits, gated
     shortfall: str = ""  # of a QuotaExceeded denial: what is missing, in which flavors
+    # of a denial for missing objects: every one the decision looked up and did not find
+    missing: tuple[ObjectRef, ...] = ()
 
     @property
     def allowed(self) -> bool:
@@ -58,8 +60,9 @@ def _sentence(message: str) -> str:
 
 
 def refusal(exc: DraquotaError) -> Decision:
-    """The denial for bad input: a missing object is DENIED naming it, anything else INVALID."""
+    """The denial for bad input: a missing object is DENIED naming it (and listing in
+    `missing` all the objects found missing), anything else INVALID."""
     if isinstance(exc, NotFound):
         kind = "ClaimNotFound" if exc.kind.startswith("ResourceClaim") else "NotFound"
-        return deny(kind, _sentence(str(exc)))
+        return replace(deny(kind, _sentence(str(exc))), missing=exc.missing)
     return deny("InvalidObject", _sentence(str(exc)), invalid=True)

@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge
 from quota.charging import node_selector_of
-from quota.claims import claim_references
 from quota.cluster import ClusterView
 from quota.decision import Prepared, conclude, prepare
 from quota.derived import DerivedCache
-from quota.errors import DraquotaError
+from quota.errors import ObjectRef
 from quota.flavorfilter import Placer
 from quota.livepods import is_gated, job_owner, pod_key, pod_uid
 from quota.queuetable import queue_table
@@ -31,7 +30,7 @@ from quota.settings import Settings
 from quota.usage import Usage
 from quota.verdict import Decision, Verdict
 from quota.waiting import ADMISSION_GATE
-from quota.workloads import WORKLOAD_KINDS, as_workload
+from quota.workloads import WORKLOAD_KINDS
 from webhook.admission import AdmissionRequest, Outcome, outcome_of
 from webhook.backend import Backend, Ledger
 from webhook.jobpods import JobPods
@@ -55,10 +54,6 @@ __all__ = ["JOB_CONTROLLERS", "Admission"]
 JOB_CONTROLLERS = frozenset(
     {"system:serviceaccount:kube-system:job-controller", "system:kube-controller-manager"}
 )
-
-
-# Denials for a claim or template the informers may not have yet: fetched once, decided again.
-_FETCHABLE = ("ClaimNotFound", "NotFound")
 
 # What the API server sets itself on create: a pod's request never exempts it through these.
 _SERVER_SET = ("deletionTimestamp", "deletionGracePeriodSeconds")
@@ -264,8 +259,9 @@ class Admission:
         """Counting and placement first, outside the ledger's lock; under it, only the quota
         arithmetic against current usage (again after a conflict) and the record's write."""
         prepared = self._prepare(obj, req.operation, self.backend.state.snapshot())
-        missing = isinstance(prepared, Decision) and prepared.reason in _FETCHABLE
-        if missing and self._fetch_missing(obj):
+        # Claims and templates the informers may not have yet: fetched once, decided again.
+        missing = prepared.missing if isinstance(prepared, Decision) else ()
+        if missing and self._fetch_missing(missing):
             prepared = self._prepare(obj, req.operation, self.backend.state.snapshot())
         if isinstance(prepared, Decision):
             return prepared
@@ -291,14 +287,11 @@ class Admission:
             view,
         )
 
-    def _fetch_missing(self, obj: Mapping[str, Any]) -> bool:
-        """One GET per claim or template the cache does not hold; True if any was found."""
-        try:
-            workload = as_workload(obj)
-        except DraquotaError:
-            return False
+    def _fetch_missing(self, missing: Sequence[ObjectRef]) -> bool:
+        """One GET per object of `missing` the cache still does not hold; True if any was
+        found."""
         found = False
-        for kind, namespace, name in sorted(claim_references(workload.pod)):
+        for kind, namespace, name in missing:
             if self.backend.state.get(kind, namespace, name) is not None:
                 continue
             fetched = self.backend.fetch(kind, namespace, name)

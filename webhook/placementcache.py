@@ -14,7 +14,8 @@ from typing import Any
 
 from quota.claims import PodClaim
 from quota.cluster import ClusterView
-from quota.flavorfilter import PlacementLike, Placer, placer_on
+from quota.flavorfilter import Placer, placer_on
+from quota.placement import Placement
 from quota.placement.index import INDEX_KINDS
 from webhook.clusterstate import ClusterState
 from webhook.revisioncache import RevisionCache
@@ -40,14 +41,14 @@ class CachedPlacer:
     def __init__(self, placer: Placer, state: ClusterState, size: int = 4096) -> None:
         self.placer = placer
         self.state = state
-        self.kept: RevisionCache[Any, PlacementLike] = RevisionCache(state, PLACEMENT_KINDS, size)
+        self.kept: RevisionCache[Any, Placement] = RevisionCache(state, PLACEMENT_KINDS, size)
 
     def __call__(
         self,
         claims: Sequence[PodClaim],
         node_labels: Mapping[str, str] | None,
         view: ClusterView | None = None,
-    ) -> PlacementLike:
+    ) -> Placement:
         """The placement on `view` (default: the store now)."""
         # Keyed by what the claims are (their template or claim), not by the pod's entry
         # names: pods cannot vary a key (and evict others) without new cluster objects.

@@ -32,7 +32,7 @@ from quota.allocator.search import Search, SelectorMemo
 from quota.claims import claim_spec_of
 from quota.claimspec import ClaimSpec, parse_claim_spec
 from quota.deviceclasses import DeviceClass, parse_device_class
-from quota.errors import InvalidObject
+from quota.errors import InvalidObject, UnsupportedValue
 
 __all__ = [
     "AllocationError",
@@ -89,10 +89,10 @@ def _claim_specs(
 
 
 def _upstream_reason(exc: InvalidObject) -> str:
-    """The allocator's wording for claim fields it rejects (the parser's is kept after it)."""
-    if exc.path.endswith("allocationMode") and "unsupported value" in exc.reason:
-        mode = exc.reason.split('"')[1] if '"' in exc.reason else exc.reason
-        return f"unsupported count mode {mode} ({exc})"
+    """The allocator's wording for claim fields it rejects (the parser's is kept after it),
+    built from the error's fields."""
+    if isinstance(exc, UnsupportedValue) and exc.path.endswith("allocationMode"):
+        return f"unsupported count mode {exc.value} ({exc})"
     if exc.path.endswith("deviceClassName") and exc.reason == "required":
         return f"missing device class name (unsupported request type?) ({exc})"
     return str(exc)

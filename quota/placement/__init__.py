@@ -47,14 +47,18 @@ NO_SLICES = "the cluster publishes no ResourceSlices: placement not judged"
 
 @dataclass(frozen=True)
 class Placement:
-    """Where the claims of one pod fit, or why they fit nowhere."""
+    """Where the claims of one pod fit, or why they fit nowhere: what every placer answers
+    (`quota.flavorfilter.Placer`), so callers read its outcome from typed fields.
+
+    At most one of `invalid` and `too_complex` is set, and only with `ok=False`; `now=False`
+    only with `ok=True`."""
 
     ok: bool
-    node: str | None
-    allocations: tuple[Mapping[str, Any], ...]
-    reason: str
-    invalid: bool = False
-    too_complex: bool = False
+    node: str | None = None
+    allocations: tuple[Mapping[str, Any], ...] = ()
+    reason: str = ""
+    invalid: bool = False  # the claims are invalid input (CEL error, unknown class, ...)
+    too_complex: bool = False  # answering needs more than the work budget
     now: bool = True  # ok on the devices free now; False: only once allocated ones are released
     steps: int = 0  # search steps spent
     cost: int = 0  # CEL cost spent

@@ -7,7 +7,7 @@ import pytest
 from quota.claims import claim_references, expand_pod_claims
 from quota.demand import pod_demand
 from quota.derived import DerivedCache
-from quota.errors import InvalidObject, InvalidQuantity, NotFound
+from quota.errors import InvalidObject, InvalidQuantity, NotFound, ObjectRef
 from quota.workloads import as_workload
 from tests.quota.builders import VERSIONS, claim, claim_template, container, device_class, pod
 from webhook.clusterstate import ClusterState
@@ -272,3 +272,22 @@ def test_a_bad_quantity_in_a_template_stays_a_quantity_error(kind: str) -> None:
     obj = _workload(kind, {"containers": [container(cpu="lots")]})
     with pytest.raises(InvalidQuantity):
         pod_demand(as_workload(obj), _state())
+
+
+def test_a_missing_claim_lists_every_claim_and_template_the_pod_lacks() -> None:
+    p = pod(
+        claims=(
+            {"name": "gpu", "resourceClaimTemplateName": "gpu-tmpl"},  # in the view
+            {"name": "late", "resourceClaimTemplateName": "late-tmpl"},
+            {"name": "gone", "resourceClaimName": "gone"},
+            {"name": "shared", "resourceClaimName": "shared-gpus"},  # in the view
+        )
+    )
+    with pytest.raises(NotFound) as info:
+        expand_pod_claims(p, _state())
+    assert info.value.ref == ObjectRef("ResourceClaimTemplate", "team-a", "late-tmpl")
+    assert info.value.missing == (
+        ObjectRef("ResourceClaim", "team-a", "gone"),
+        ObjectRef("ResourceClaimTemplate", "team-a", "late-tmpl"),
+    )
+    assert "ResourceClaimTemplate team-a/late-tmpl not found" in str(info.value)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,9 @@ import yaml
 from quota.charge import CHARGE_ANNOTATION, Charge
 from quota.claims import PodClaim
 from quota.decision import decide
+from quota.errors import ObjectRef
 from quota.livepods import usage_from_pods
+from quota.placement import Placement
 from quota.settings import Settings
 from quota.usage import Usage
 from quota.verdict import Decision, Verdict
@@ -99,13 +100,6 @@ def test_scenario(scenario: Mapping[str, Any]) -> None:
 # --- placement, with a fake placer -------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class FakePlacement:
-    ok: bool
-    reason: str = ""
-    node: str | None = None
-
-
 class FakePlacer:
     """Places claims only on nodes whose labels include `pool` in `pools`."""
 
@@ -114,17 +108,17 @@ class FakePlacer:
         self.anywhere = anywhere
         self.calls: list[tuple[tuple[str, ...], Mapping[str, str] | None]] = []
 
-    def __call__(
-        self, claims: Sequence[PodClaim], labels: Mapping[str, str] | None
-    ) -> FakePlacement:
+    def __call__(self, claims: Sequence[PodClaim], labels: Mapping[str, str] | None) -> Placement:
         self.calls.append((tuple(c.entry for c in claims), labels))
         if labels is None:
             if self.anywhere:
-                return FakePlacement(True, node="node-1")
-            return FakePlacement(False, "request r0 of claim devices: needs 9 devices, at most 8")
+                return Placement(True, node="node-1")
+            return Placement(
+                False, reason="request r0 of claim devices: needs 9 devices, at most 8"
+            )
         if labels.get("pool") in self.pools:
-            return FakePlacement(True, node=f"node-{labels['pool']}")
-        return FakePlacement(False, "no node has enough free devices")
+            return Placement(True, node=f"node-{labels['pool']}")
+        return Placement(False, reason="no node has enough free devices")
 
 
 PLACEMENT_SCENARIO = {
@@ -192,18 +186,17 @@ def test_placement_warn_turns_denial_into_warning() -> None:
     assert any("flavor on-demand: claims cannot be placed" in w for w in decision.warnings)
 
 
-@dataclass(frozen=True)
-class InvalidPlacement:
-    ok: bool = False
-    reason: str = "claim devices, request r0: CEL expression: undeclared reference to 'x'"
-    node: str | None = None
-    invalid: bool = True
+INVALID_PLACEMENT = Placement(
+    False,
+    reason="claim devices, request r0: CEL expression: undeclared reference to 'x'",
+    invalid=True,
+)
 
 
 @pytest.mark.parametrize("mode", ["Enforce", "Warn"])
 def test_invalid_claims_found_by_the_placer_are_invalid_in_every_mode(mode: str) -> None:
     pod, state, settings = _placement_setup(mode)
-    decision = decide(pod, state, Usage(), settings, lambda claims, labels: InvalidPlacement())
+    decision = decide(pod, state, Usage(), settings, lambda claims, labels: INVALID_PLACEMENT)
     assert not decision.allowed
     assert (decision.verdict, decision.reason) == (Verdict.INVALID, "InvalidObject")
     assert "undeclared reference" in decision.message
@@ -394,3 +387,37 @@ def test_a_group_member_whose_own_pod_could_never_fit_is_denied_for_its_own_requ
     decision = decide(obj, state, Usage(), Settings())
     assert not decision.allowed
     assert "request > maximum capacity (3 > 2)" in decision.message
+
+
+@pytest.mark.parametrize("kind", ["Pod", "Job"])
+def test_a_decision_missing_claims_lists_every_one_it_lacks(kind: str) -> None:
+    pod, template = submission_object(
+        {"name": "p", "kind": kind, "devices": {"gpu.example.com": 1}, "shared": ["b", "a"]}
+    )
+    state = ClusterState([*scenario_objects(PLACEMENT_SCENARIO), *template])
+    decision = decide(pod, state, Usage(), Settings())
+    assert (decision.verdict, decision.reason) == (Verdict.DENIED, "ClaimNotFound")
+    assert "ResourceClaim team-a/b not found" in decision.message  # the first entry missing
+    # the template the pod names is in the view: only the shared claims are missing
+    assert decision.missing == (
+        ObjectRef("ResourceClaim", "team-a", "a"),
+        ObjectRef("ResourceClaim", "team-a", "b"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("submission", "reason"),
+    [
+        ({"name": "p", "devices": {"gpu.example.com": 9}}, "QuotaExceeded"),
+        ({"name": "p", "devices": {"gpu.example.com": 1}, "queue": "nope"}, "LocalQueueNotFound"),
+    ],
+    ids=["over-quota", "local-queue-not-found"],
+)
+def test_a_denial_for_anything_but_missing_claims_lists_nothing_missing(
+    submission: dict[str, Any], reason: str
+) -> None:
+    pod, template = submission_object(submission)
+    state = ClusterState([*scenario_objects(PLACEMENT_SCENARIO), *template])
+    decision = decide(pod, state, Usage(), Settings())
+    assert (decision.allowed, decision.reason) == (False, reason)
+    assert decision.missing == ()

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from quota.claims import PodClaim
 from quota.decision import decide
-from quota.placement import ClusterPlacer, make_placer
+from quota.placement import ClusterPlacer, Placement, make_placer
 from quota.settings import Settings
 from quota.usage import Usage
 from quota.verdict import Verdict
@@ -41,22 +40,18 @@ COMPLEX = (
 )
 
 
-@dataclass(frozen=True)
-class Answer:
-    ok: bool
-    reason: str = ""
-    node: str | None = None
-    now: bool = True
-    too_complex: bool = False
+def answer(ok: bool, reason: str = "", **fields: Any) -> Placement:
+    """A placer's answer: `ok`, why, and any other field of `Placement`."""
+    return Placement(ok, reason=reason, **fields)
 
 
 class Placer:
     """Answers per node label `pool` (None: the cluster-wide question)."""
 
-    def __init__(self, answers: Mapping[str | None, Answer]) -> None:
+    def __init__(self, answers: Mapping[str | None, Placement]) -> None:
         self.answers = answers
 
-    def __call__(self, claims: Sequence[PodClaim], labels: Mapping[str, str] | None) -> Answer:
+    def __call__(self, claims: Sequence[PodClaim], labels: Mapping[str, str] | None) -> Placement:
         return self.answers[None if labels is None else labels["pool"]]
 
 
@@ -67,7 +62,7 @@ def setup(mode: str = "Enforce") -> tuple[dict[str, Any], ClusterState, Settings
 
 def test_claims_placeable_only_once_devices_are_released_are_admitted_with_a_warning() -> None:
     pod, state, settings = setup()
-    later = Answer(True, BUSY, now=False)
+    later = answer(True, BUSY, now=False)
     decision = decide(
         pod, state, Usage(), settings, Placer({None: later, "on-demand": later, "spot": later})
     )
@@ -81,9 +76,9 @@ def test_claims_placeable_only_once_devices_are_released_are_admitted_with_a_war
 def test_flavor_whose_nodes_can_host_the_pod_now_is_preferred() -> None:
     pod, state, settings = setup()
     answers = {
-        None: Answer(True, node="node-2"),
-        "on-demand": Answer(True, BUSY, now=False),
-        "spot": Answer(True, node="node-2"),
+        None: answer(True, node="node-2"),
+        "on-demand": answer(True, BUSY, now=False),
+        "spot": answer(True, node="node-2"),
     }
     decision = decide(pod, state, Usage(), settings, Placer(answers))
     assert decision.allowed
@@ -92,7 +87,7 @@ def test_flavor_whose_nodes_can_host_the_pod_now_is_preferred() -> None:
 
 def test_busy_flavor_still_chosen_when_no_flavor_fits_now() -> None:
     pod, state, settings = setup()
-    later = Answer(True, BUSY, now=False)
+    later = answer(True, BUSY, now=False)
     decision = decide(
         pod, state, Usage(), settings, Placer({None: later, "on-demand": later, "spot": later})
     )
@@ -102,7 +97,7 @@ def test_busy_flavor_still_chosen_when_no_flavor_fits_now() -> None:
 def test_too_complex_claims_are_denied_under_enforce_with_how_to_simplify() -> None:
     pod, state, settings = setup("Enforce")
     decision = decide(
-        pod, state, Usage(), settings, Placer({None: Answer(False, COMPLEX, too_complex=True)})
+        pod, state, Usage(), settings, Placer({None: answer(False, COMPLEX, too_complex=True)})
     )
     assert not decision.allowed
     assert (decision.verdict, decision.reason) == (Verdict.DENIED, "TooComplex")
@@ -111,7 +106,7 @@ def test_too_complex_claims_are_denied_under_enforce_with_how_to_simplify() -> N
 
 def test_too_complex_claims_are_a_warning_under_warn() -> None:
     pod, state, settings = setup("Warn")
-    complex_ = Answer(False, COMPLEX, too_complex=True)
+    complex_ = answer(False, COMPLEX, too_complex=True)
     answers = {None: complex_, "on-demand": complex_, "spot": complex_}
     decision = decide(pod, state, Usage(), settings, Placer(answers))
     assert decision.allowed
@@ -128,9 +123,9 @@ def test_too_complex_is_not_reported_as_unplaceable_or_invalid(mode: str) -> Non
         settings,
         Placer(
             {
-                None: Answer(False, COMPLEX, too_complex=True),
-                "on-demand": Answer(True),
-                "spot": Answer(True),
+                None: answer(False, COMPLEX, too_complex=True),
+                "on-demand": answer(True),
+                "spot": answer(True),
             }
         ),
     )
@@ -140,9 +135,9 @@ def test_too_complex_is_not_reported_as_unplaceable_or_invalid(mode: str) -> Non
 
 def test_busy_warning_judges_the_nodes_of_the_chosen_flavor_not_the_whole_cluster() -> None:
     pod, state, settings = setup()
-    later = Answer(True, BUSY, now=False)
+    later = answer(True, BUSY, now=False)
     # some node outside every flavor is free right now; the flavors' nodes are not
-    answers = {None: Answer(True, node="elsewhere"), "on-demand": later, "spot": later}
+    answers = {None: answer(True, node="elsewhere"), "on-demand": later, "spot": later}
     decision = decide(pod, state, Usage(), settings, Placer(answers))
     assert decision.allowed and decision.charge is not None
     assert decision.charge.flavors == {"gpus": "on-demand"}

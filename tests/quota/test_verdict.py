@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from quota.errors import InvalidObject, InvalidQuantity, NotFound
+from quota.errors import InvalidObject, InvalidQuantity, NotFound, ObjectRef
 from quota.verdict import Decision, Verdict, deny, refusal
 
 
@@ -64,3 +64,19 @@ def test_a_denial_names_its_queue_and_reads_like_a_kubernetes_error() -> None:
     decision = refusal(NotFound("ResourceClaim", "team-a", "c0", "Pod team-a/p"))
     assert decision.message == "pod team-a/p: ResourceClaim team-a/c0 not found"
     assert deny("QuotaExceeded", "over", queue="default").local_queue_name == "default"
+
+
+def test_a_refusal_for_a_missing_object_lists_what_is_missing_as_references() -> None:
+    gone = ObjectRef("ResourceClaim", "team-a", "gone")
+    late = ObjectRef("ResourceClaimTemplate", "team-a", "late")
+    error = NotFound("ResourceClaimTemplate", "team-a", "late", "Pod team-a/p", (gone, late))
+    assert refusal(error).missing == (gone, late)
+    # the object the message names is always listed, even when the raiser listed no other
+    assert refusal(NotFound("ResourceClaim", "team-a", "c0")).missing == (
+        ObjectRef("ResourceClaim", "team-a", "c0"),
+    )
+
+
+def test_a_refusal_of_a_malformed_object_lists_nothing_missing() -> None:
+    decision = refusal(InvalidObject("Pod team-a/p", "spec.containers", "required"))
+    assert decision.missing == ()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -14,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL
 from quota.claims import PodClaim
+from quota.placement import Placement
 from quota.settings import Settings
 from quota.usage import Usage
 from tests.webhook.builders import AppClient, FakeBackend, cluster_state, pod, review
@@ -22,12 +22,7 @@ from webhook.backend import MemoryLedger
 from webhook.metrics import UNKNOWN_QUEUE, Metrics
 from webhook.runner import AdmissionRunner
 
-
-@dataclass(frozen=True)
-class Placed:
-    ok: bool = True
-    reason: str = ""
-    node: str | None = "node-0"
+PLACED = Placement(True, node="node-0")  # what the fake placers answer
 
 
 class BlockingPlacer:
@@ -37,10 +32,10 @@ class BlockingPlacer:
         self.release = threading.Event()
         self.entered = threading.Event()
 
-    def __call__(self, claims: Sequence[PodClaim], labels: Mapping[str, str] | None) -> Placed:
+    def __call__(self, claims: Sequence[PodClaim], labels: Mapping[str, str] | None) -> Placement:
         self.entered.set()
         self.release.wait(30)
-        return Placed()
+        return PLACED
 
 
 def decision_series(client: AppClient) -> list[dict[str, str]]:

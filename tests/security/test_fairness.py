@@ -18,8 +18,9 @@ import httpx
 import orjson
 
 from quota.claims import PodClaim
+from quota.placement import Placement
 from quota.settings import Settings
-from tests.robustness.test_app_bounded import Placed
+from tests.robustness.test_app_bounded import PLACED
 from tests.webhook.builders import (
     NAMESPACE,
     TEMPLATE,
@@ -47,17 +48,17 @@ class HeldPlacer:
         self.entered: list[str] = []
         self.changed = threading.Condition()
 
-    def __call__(self, claims: Sequence[PodClaim], labels: Mapping[str, str] | None) -> Placed:
+    def __call__(self, claims: Sequence[PodClaim], labels: Mapping[str, str] | None) -> Placement:
         namespace = claims[0].namespace
         if labels is not None:
-            return Placed()
+            return PLACED
         with self.changed:
             self.entered.append(namespace)
             self.changed.notify_all()
         gate = self.gates.get(namespace)
         if gate is not None:
             assert gate.acquire(timeout=WAIT), f"{namespace}: never let through"
-        return Placed()
+        return PLACED
 
     def let_through(self, namespace: str, count: int = 1) -> None:
         self.gates[namespace].release(count)

@@ -6,11 +6,27 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import orjson
+
 from quota.charge import QUEUE_LABEL
 from quota.hints import KUEUE_QUEUE_LABEL
+from quota.settings import Settings
+from quota.verdict import Decision
 from tests.security.cluster import Cluster
-from tests.webhook.builders import GPU_CLASS, NAMESPACE, QUEUE, cluster_objects, pod, review
+from tests.webhook.builders import (
+    GPU_CLASS,
+    NAMESPACE,
+    QUEUE,
+    FakeBackend,
+    cluster_objects,
+    cluster_state,
+    pod,
+    review,
+)
 from tests.webhook.test_queueing import gpu_job, gpu_template, gpus
+from webhook.admission import Outcome, parse_review
+from webhook.admit import Admission
+from webhook.backend import MemoryLedger
 
 KUEUE_WARNING = "kueue.x-k8s.io/queue-name is not read by draquota; use draquota.io/queue-name"
 
@@ -93,3 +109,54 @@ def test_kueues_queue_label_is_named_as_not_read() -> None:
     unmanaged["metadata"]["namespace"] = "sandbox"
     answer = _mutated(cluster, unmanaged)
     assert answer["allowed"] and KUEUE_WARNING in answer["warnings"]
+
+
+# --- claims and templates the informers do not have yet: fetched, then decided again -------
+
+
+def _template(name: str) -> dict[str, Any]:
+    return {**gpu_template(1), "metadata": {"name": name, "namespace": NAMESPACE}}
+
+
+def _admission(*fetchable: dict[str, Any]) -> tuple[Admission, FakeBackend]:
+    """The Admission use case without HTTP, over a backend that answers GETs of `fetchable`."""
+    state = cluster_state(4)
+    backend = FakeBackend(state, fetchable=list(fetchable))
+    settings = Settings(placement="Off")
+    return Admission(backend, MemoryLedger(state, settings), settings), backend
+
+
+def _mutate(admission: Admission, obj: dict[str, Any]) -> tuple[Outcome, Decision | None]:
+    return admission.review(parse_review(orjson.dumps(review(obj))), mutating=True)
+
+
+def test_every_claim_template_missing_from_the_cache_is_fetched_and_decided_again() -> None:
+    admission, backend = _admission(_template("late-b"), _template("late-a"), _template("other"))
+    outcome, decision = _mutate(admission, pod("p", templates=("one-gpu", "late-b", "late-a")))
+    assert outcome.allowed and decision is not None and decision.missing == ()
+    # exactly what the first decision missed, one GET each: not the cached one, nor "other"
+    assert backend.fetched == [
+        ("ResourceClaimTemplate", NAMESPACE, "late-a"),
+        ("ResourceClaimTemplate", NAMESPACE, "late-b"),
+    ]
+
+
+def test_a_claim_template_still_missing_after_the_fetch_is_denied_naming_it() -> None:
+    admission, backend = _admission(_template("late-a"))
+    outcome, decision = _mutate(admission, pod("p", templates=("late-a", "ghost")))
+    assert not outcome.allowed and outcome.reason == "ClaimNotFound"
+    assert f"ResourceClaimTemplate {NAMESPACE}/ghost not found" in outcome.message
+    assert decision is not None
+    assert decision.missing == (("ResourceClaimTemplate", NAMESPACE, "ghost"),)
+    assert backend.fetched == [  # decided again once: no second round of GETs
+        ("ResourceClaimTemplate", NAMESPACE, "ghost"),
+        ("ResourceClaimTemplate", NAMESPACE, "late-a"),
+    ]
+
+
+def test_a_denial_for_anything_but_a_missing_claim_fetches_nothing() -> None:
+    admission, backend = _admission(_template("late"))
+    over, _ = _mutate(admission, pod("p", templates=("one-gpu",) * 5))
+    mistyped, _ = _mutate(admission, pod("q", labels={QUEUE_LABEL: "defualt"}))
+    assert (over.reason, mistyped.reason) == ("QuotaExceeded", "LocalQueueNotFound")
+    assert backend.fetched == []

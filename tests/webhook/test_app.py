@@ -6,7 +6,6 @@ import base64
 import io
 import itertools
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 import jsonpatch
@@ -15,6 +14,7 @@ import pytest
 
 from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge, FlavorResource
 from quota.decision import decide
+from quota.placement import Placement
 from quota.settings import Settings
 from quota.usage import Usage
 from tests.webhook.builders import (
@@ -30,14 +30,6 @@ from webhook.app import MAX_BODY_BYTES, create_app
 from webhook.backend import MemoryLedger
 from webhook.logs import JsonFormatter
 from webhook.mutation import pod_patch
-
-
-@dataclass(frozen=True)
-class PlacementResult:
-    ok: bool
-    reason: str
-    node: str | None = None
-
 
 _uids = itertools.count(1)
 
@@ -368,7 +360,7 @@ def test_denials_are_logged_as_json_carrying_the_admission_uid() -> None:
 
 def test_placement_denial_names_the_reason() -> None:
     def nowhere(claims: Any, labels: Any) -> Any:
-        return PlacementResult(ok=False, reason="no node has 2 free gpu.example.com devices")
+        return Placement(ok=False, reason="no node has 2 free gpu.example.com devices")
 
     response = Harness(placer=nowhere).call("validate", review(_gpu_pod("p")))
     assert not response["allowed"] and response["status"]["reason"] == "Unplaceable"

@@ -13,8 +13,9 @@ import httpx
 import orjson
 
 from quota.claims import PodClaim
+from quota.placement import Placement
 from quota.settings import Settings
-from tests.robustness.test_app_bounded import Placed
+from tests.robustness.test_app_bounded import PLACED
 from tests.webhook.builders import AppClient, FakeBackend, cluster_objects, node_objects, pod
 from tests.webhook.builders import review as make_review
 from webhook.app import QUICK_BODY_BYTES, create_app
@@ -80,11 +81,11 @@ class RecordingPlacer:
         self.release.set()
         self.entered = threading.Event()
 
-    def __call__(self, claims: Sequence[PodClaim], labels: Mapping[str, str] | None) -> Placed:
+    def __call__(self, claims: Sequence[PodClaim], labels: Mapping[str, str] | None) -> Placement:
         self.threads.append(threading.get_ident())
         self.entered.set()
         self.release.wait(30)
-        return Placed()
+        return PLACED
 
 
 def _app(placer: RecordingPlacer, settings: Settings | None = None, **backend: Any) -> Any:
