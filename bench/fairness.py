@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 import tempfile
 import time
@@ -45,6 +44,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.live import run_live  # noqa: E402
 
 __all__ = ["main", "measure", "report"]
 
@@ -220,18 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flood-seconds", type=float, default=600.0, help="bound of one flood")
     parser.add_argument("--max-seconds", type=float, default=1800.0)
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
-    from tests.e2e.cluster import missing_reason
-
-    reason = missing_reason()
-    if reason is not None:
-        print(f"cannot run: {reason}", file=sys.stderr)
-        return 2
-    # a plain `kill` unwinds through the context managers, which stop what was started
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    result = measure(args)
-    print(json.dumps(result, indent=2) if args.json else report(result))
-    return 0
+    return run_live(parser.parse_args(argv), measure, report)
 
 
 if __name__ == "__main__":

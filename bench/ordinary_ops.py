@@ -37,9 +37,7 @@ pass starts after `--max-seconds`. Everything started is stopped, also on error 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import signal
 import ssl
 import statistics
 import subprocess
@@ -62,6 +60,7 @@ import httpx  # noqa: E402
 import orjson  # noqa: E402
 import yaml  # noqa: E402
 
+from bench.live import run_live  # noqa: E402
 from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL  # noqa: E402
 
 __all__ = ["Row", "main", "measure", "report", "summarize", "table"]
@@ -746,18 +745,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=_bounded(1, 10), default=2, help="with/without pairs")
     parser.add_argument("--max-seconds", type=float, default=1800.0)
     parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
-    from tests.e2e.cluster import missing_reason
-
-    reason = missing_reason()
-    if reason is not None:
-        print(f"cannot run: {reason}", file=sys.stderr)
-        return 2
-    # a plain `kill` unwinds through the context managers, which stop what was started
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    result = measure(args)
-    print(json.dumps(result, indent=2) if args.json else report(result))
-    return 0
+    return run_live(parser.parse_args(argv), measure, report)
 
 
 if __name__ == "__main__":
