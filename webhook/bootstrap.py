@@ -138,20 +138,22 @@ def _queueing(
     metrics: Metrics,
 ) -> tuple[Component, Component]:
     """The Lease elector and the queueing controller it lets run (one replica at a time)."""
+    from webhook.kube.evictor import KubeEvictor
     from webhook.kube.lease import LeaseElector
-    from webhook.kube.podwriter import KubePodWriter
     from webhook.queueing import QueueController
 
     namespace = os.environ.get("POD_NAMESPACE") or LEASE_NAMESPACE
     identity = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     elector = LeaseElector(client, namespace, LEASE_NAME, identity)
+    writer = KubeEvictor(client)  # it writes waiting pods, and evicts for preemption
     controller = QueueController(
         backend,
         ledger,
         settings,
         placer,
-        KubePodWriter(client),
+        writer,
         leading=elector.leading,
         metrics=metrics,
+        evictor=writer,
     )
     return elector, controller

@@ -314,6 +314,13 @@ class Metrics:
             buckets=(1, 5, 15, 30, 60, 300, 900, 1800, 3600, 7200, 21600, 86400),
             registry=self.registry,
         )
+        # Label values: the victim's ClusterQueue and Kueue's reason (quota.preemption's IN_*).
+        self.preemptions = Counter(
+            "draquota_preempted_workloads",
+            "workloads the queueing controller preempted, by their ClusterQueue and reason",
+            ["cluster_queue", "reason"],
+            registry=self.registry,
+        )
         self.bad_requests = Counter(
             "draquota_bad_requests",
             "bodies refused before a decision (not an AdmissionReview, too large)",
@@ -347,6 +354,10 @@ class Metrics:
     def observe_wait(self, cluster_queue: str, seconds: float) -> None:
         """A waiting pod or pod group was admitted after `seconds` in its queue."""
         self.waited.labels(cluster_queue).observe(max(seconds, 0.0))
+
+    def preempted(self, cluster_queue: str, reason: str) -> None:
+        """A workload of `cluster_queue` was preempted for `reason`."""
+        self.preemptions.labels(cluster_queue, reason).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -20,6 +20,11 @@ deleted.
 A record whose gate removal failed stays: the pod is gated and charged, and the
 next pass admits it again (the ledger leaves its own record out of the usage it
 decides on), so a crash between the two steps loses nothing.
+
+A workload that does not fit, in a ClusterQueue whose `spec.preemption` allows it, may evict
+admitted workloads of its cohort (`webhook.preempting`, through an `Evictor`). A Job suspended
+again for a preemptor (marked with PREEMPTED_ANNOTATION) whose record is still there lost it
+to a crash midway: its record is released, never started again.
 """
 
 from __future__ import annotations
@@ -43,16 +48,19 @@ from quota.livepods import pod_key, pod_uid
 from quota.queuetable import QueueTable, queue_table
 from quota.settings import Settings
 from quota.together import Member, conclude_in_turn
+from quota.usage import Usage
 from quota.verdict import Decision
 from quota.waiting import Waiting, admit_in_order, waiting_in
 from quota.workloads import as_workload
+from webhook.admittedworkloads import PREEMPTED_ANNOTATION
 from webhook.backend import Backend, Ledger
 from webhook.gatedpods import GatedPods
 from webhook.jobpods import JobPods
 from webhook.metrics import Metrics
 from webhook.podusage import job_holder
+from webhook.preempting import Evictor, Preemption, Trial
 
-__all__ = ["PodWriter", "QueueController", "QueuePass"]
+__all__ = ["Evictor", "PodWriter", "QueueController", "QueuePass"]
 
 log = logging.getLogger("draquota.queueing")
 
@@ -78,10 +86,12 @@ class PodWriter(Protocol):
 
 @dataclass
 class QueuePass:
-    """What one pass did: admitted pods by key, and the message of every waiting workload."""
+    """What one pass did: admitted pods by key, the message of every waiting workload, and the
+    victims each preemptor evicted (`ns/name (reason)`, a Job's key `Job:ns/name`)."""
 
     admitted: list[str] = field(default_factory=list)
     waiting: dict[str, str] = field(default_factory=dict)
+    preempted: dict[str, list[str]] = field(default_factory=dict)
 
 
 class QueueController:
@@ -99,6 +109,7 @@ class QueueController:
         interval: float = 1.0,
         wall: Callable[[], float] = time.time,
         metrics: Metrics | None = None,
+        evictor: Evictor | None = None,
     ) -> None:
         self.backend = backend
         self.ledger = ledger
@@ -118,6 +129,8 @@ class QueueController:
         self._gated = GatedPods(backend.state)
         self._jobs = JobPods(backend, ledger, settings, self._cache)
         self._passes = Periodic("queueing", interval, self._pass)
+        # without an evictor (a what-if that evicts nothing), nothing is preempted
+        self._preemption = Preemption(ledger, evictor, metrics) if evictor is not None else None
 
     def start(self) -> None:
         self._passes.start()
@@ -140,6 +153,9 @@ class QueueController:
         waiting = waiting_in(state, table, self.wall(), self._gated.pods())
         uids = {pod_uid(p) for workloads in waiting.values() for w in workloads for p in w.pods}
         self._shown = {uid: m for uid, m in self._shown.items() if uid in uids}
+        if self._preemption is not None:
+            keys = (w.key for workloads in waiting.values() for w in workloads)
+            self._preemption.begin(state, table, keys)
         for name, workloads in sorted(waiting.items()):
             workloads = [w for w in workloads if not self._release_recorded(w, table, done)]
             workloads = [w for w in workloads if not self._under_job(w, table, done)]
@@ -148,6 +164,9 @@ class QueueController:
             for workload in workloads:
                 if workload.key in messages:
                     self._show(workload, messages[workload.key])
+        if self._preemption is not None:
+            for key, victims in self._preemption.chosen.items():
+                done.preempted[key] = [f"{v.candidate.key} ({v.reason})" for v in victims]
         self.passes += 1
         return done
 
@@ -158,8 +177,10 @@ class QueueController:
         records = [self.ledger.record(pod_uid(obj)) for obj in workload.pods]
         if not records or any(r is None for r in records):
             return False
-        if workload.kind == "Job" and not _recorded_as_is(workload.pods[0], records[0]):
-            self.ledger.release([pod_uid(workload.pods[0])])  # recorded for another version
+        if workload.kind == "Job" and (
+            not _recorded_as_is(workload.pods[0], records[0]) or _preempted(workload.pods[0])
+        ):
+            self.ledger.release([pod_uid(workload.pods[0])])  # another version, or preempted
             return False
         message = f"admitted by ClusterQueue {workload.cluster_queue}"
         for obj, record in zip(workload.pods, records, strict=True):
@@ -198,14 +219,14 @@ class QueueController:
         first = members[0]
         ahead = self.ledger.admit(
             first.uid,
-            lambda usage: conclude_in_turn(members, usage, workload.subject),
+            lambda usage: conclude_in_turn(members, self._held(usage, workload), workload.subject),
             True,  # decided only: nothing is written
             first.holder,
             existing=True,
             cluster_queue=workload.cluster_queue,
         )
         if not ahead.allowed or ahead.charge is None:
-            return ahead.shortfall or ahead.message
+            return self._preempt(workload, _group_trial(members, workload.subject), ahead)
         recorded: list[tuple[Obj, Decision]] = []
         for pod, member in zip(workload.pods, members, strict=True):
             decision = self._record(member)
@@ -224,6 +245,15 @@ class QueueController:
             self._observe(workload)
         return ""
 
+    def _held(self, usage: Usage, workload: Waiting) -> Usage:
+        """The ledger's view with what preemptors will take, for any other workload."""
+        return usage if self._preemption is None else self._preemption.with_holds(usage, workload)
+
+    def _preempt(self, workload: Waiting, trial: Trial, decision: Decision) -> str:
+        """Why a workload that does not fit waits, once it preempted what its queue allows."""
+        why = decision.shortfall or decision.message
+        return why if self._preemption is None else self._preemption.attempt(workload, trial, why)
+
     def _admit_job(self, workload: Waiting, done: QueuePass) -> str:
         """Record the Job's pods running at once as one charge, then unsuspend it. A Job that
         does not fit is decided only: nothing is written."""
@@ -233,7 +263,7 @@ class QueueController:
         def decide(dry_run: bool) -> Decision:
             return self.ledger.admit(
                 pod_uid(job),
-                lambda usage: conclude_job(prepared, usage),
+                lambda usage: conclude_job(prepared, self._held(usage, workload)),
                 dry_run,
                 job_holder(workload.key),  # its holder: a pod of the Job's name is another one
                 existing=True,  # the Job is cached: its record counts with it, never on its own
@@ -244,7 +274,7 @@ class QueueController:
         if decision.allowed and decision.charge is not None:
             decision = decide(dry_run=False)
         if not decision.allowed or decision.charge is None:
-            return decision.shortfall or decision.message
+            return self._preempt(workload, _job_trial(prepared), decision)
         message = f"admitted by ClusterQueue {workload.cluster_queue}"
         if not self.writer.start(job, decision.node_selector, message):
             # Not started as decided (changed meanwhile, or gone): decided again next pass.
@@ -257,6 +287,8 @@ class QueueController:
         return ""
 
     def _observe(self, workload: Waiting) -> None:
+        if self._preemption is not None:
+            self._preemption.admitted(workload)
         created = _epoch(workload.created)
         if self.metrics is not None and created is not None:
             self.metrics.observe_wait(workload.cluster_queue, self.wall() - created)
@@ -287,6 +319,33 @@ class QueueController:
                 self._writes += 1
                 if self.writer.wait(pod, message):
                     self._shown[uid] = message
+
+
+def _group_trial(members: list[Member], subject: str) -> Trial:
+    """The pods' charges in a usage, decided one after another as the ledger records them."""
+
+    def trial(usage: Usage) -> tuple[Charge, ...] | None:
+        view = usage.copy()
+        if not conclude_in_turn(members, view, subject).allowed:
+            return None
+        return tuple(c for m in members if (c := view.charge_of(m.uid)) is not None)
+
+    return trial
+
+
+def _job_trial(prepared: Prepared | Decision) -> Trial:
+    """The Job's one charge in a usage."""
+
+    def trial(usage: Usage) -> tuple[Charge, ...] | None:
+        decision = conclude_job(prepared, usage)
+        return (decision.charge,) if decision.allowed and decision.charge else None
+
+    return trial
+
+
+def _preempted(job: Obj) -> bool:
+    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    return PREEMPTED_ANNOTATION in annotations
 
 
 def _recorded_as_is(job: Obj, record: Charge | None) -> bool:

@@ -30,7 +30,8 @@ ALLOWED = {
     ("resource.k8s.io", "deviceclasses"): READ,
     ("resource.k8s.io", "resourceslices"): READ,
     ("", "pods"): READ | {"update"},  # the queueing controller ungates admitted pods
-    ("", "pods/status"): {"update"},  # and shows why the others wait
+    ("", "pods/status"): {"update"},  # and shows why the others wait (or were preempted)
+    ("", "pods/eviction"): {"create"},  # preemption evicts through the Eviction API
     ("batch", "jobs"): READ | {"update"},  # queued Jobs: admitted whole, then unsuspended
     ("", "events"): {"get", "create", "update"},  # why a queued pod or Job waits
     ("scheduling.k8s.io", "priorityclasses"): READ,  # a queued Job's priority

@@ -8,7 +8,9 @@ same decisions, the same message and position, since this is the controller's ow
 in-memory adapters, not a copy of it.
 
 Invariant: the ledger starts from the usage and admission records the webhook would see, and
-a workload admitted in the pass counts against the ones after it, as in the controller.
+a workload admitted in the pass counts against the ones after it, as in the controller. A
+workload that would preempt names its victims (`PassResult.preempted`): the writer also
+stands for the evictor, and evicts nothing.
 """
 
 from __future__ import annotations
@@ -35,11 +37,12 @@ __all__ = ["PassResult", "as_created", "next_pass", "workload_key"]
 class PassResult:
     """Workloads the pass admitted, the message of each one left waiting (both by workload key:
     `ns/name` of a pod or Job, `ns/group` of a pod group), and the decision of each admitted
-    pod or Job by UID."""
+    pod or Job by UID, and the victims of each workload that would preempt (`ns/name (reason)`)."""
 
     admitted: frozenset[str] = frozenset()
     waiting: Mapping[str, str] = field(default_factory=dict)
     decisions: Mapping[str, Decision] = field(default_factory=dict)
+    preempted: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 class _Ledger:
@@ -101,7 +104,7 @@ class _Ledger:
 
 
 class _Writer:
-    """Every write lands, and nothing is written."""
+    """Every write lands, and nothing is written; every eviction too."""
 
     def admit(self, pod: Obj, node_selector: Mapping[str, str], message: str) -> bool:
         return True
@@ -110,6 +113,15 @@ class _Writer:
         return True
 
     def wait(self, obj: Obj, message: str) -> bool:
+        return True
+
+    def mark(self, pod: Obj, message: str) -> bool:
+        return True
+
+    def evict(self, pod: Obj) -> str:
+        return ""
+
+    def suspend(self, job: Obj, message: str) -> bool:
         return True
 
 
@@ -147,9 +159,15 @@ def next_pass(
 
     ledger = _Ledger(usage, records)
     backend = _Backend(state)
-    controller = QueueController(backend, ledger, settings, placer, _Writer(), wall=lambda: now)
+    writer = _Writer()
+    controller = QueueController(
+        backend, ledger, settings, placer, writer, wall=lambda: now, evictor=writer
+    )
     done = controller.run_once()
-    return PassResult(frozenset(done.admitted), dict(done.waiting), dict(ledger.decisions))
+    preempted = {key: tuple(victims) for key, victims in done.preempted.items()}
+    return PassResult(
+        frozenset(done.admitted), dict(done.waiting), dict(ledger.decisions), preempted
+    )
 
 
 def workload_key(obj: Obj) -> str:

@@ -126,6 +126,8 @@ def _after_pass(
         admitted["message"] = f"{decision.message} by its queue at once"
         return admitted
     why = done.waiting.get(workload_key(created))
+    victims = list(done.preempted.get(workload_key(created), ()))
+    item = {**item, "preempts": victims} if victims else item
     return {**item, "message": f"{item['message']}: {why}"} if why else item
 
 
@@ -223,8 +225,19 @@ def _print_notes(items: list[dict[str, Any]]) -> None:
     for item in notes:
         if not item["allowed"] or item["waits"]:
             print(f"{item['namespace']}/{item['name']}: {item['message']}")
+        if item.get("preempts"):
+            print(f"{item['namespace']}/{item['name']}: would preempt: {_victims(item)}")
         for warning in item["warnings"]:
             print(f"{item['namespace']}/{item['name']}: warning: {warning}")
+
+
+def _victims(item: dict[str, Any]) -> str:
+    """`ns/a, ns/b (InCohortReclamation)`: the victims of one item, by reason."""
+    by_reason: dict[str, list[str]] = {}
+    for victim in item["preempts"]:
+        key, _, reason = str(victim).rpartition(" (")
+        by_reason.setdefault(reason.rstrip(")"), []).append(key)
+    return "; ".join(f"{', '.join(keys)} ({reason})" for reason, keys in by_reason.items())
 
 
 def _input_queue_problems(
