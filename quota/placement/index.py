@@ -43,6 +43,11 @@ _ENOUGH_CACHE = 512
 # How many node label sets (flavors) the index remembers the nodes of.
 _LABEL_SETS = 256
 
+# How many (selector, device) results the index remembers before it forgets them all: users
+# choose selectors, and one whose text is new every pod would otherwise grow it until the
+# devices change. A question evaluates at most its CEL budget's worth, far fewer.
+MEMO_ENTRIES = 100_000
+
 
 @dataclass
 class NodeView:
@@ -221,6 +226,8 @@ class Index:
                     known = compile_selector(expression).matches(device.cel, budget)
                 except AllocationError:
                     known = False  # the search reports the error itself
+                if len(self.memo) >= MEMO_ENTRIES:
+                    self.memo.clear()  # pods with ever new selectors must not grow it unbounded
                 self.memo[key] = known
             if not known:
                 return False

@@ -18,6 +18,7 @@ from quota.allocator.budget import (
 from quota.claims import PodClaim
 from quota.claimspec import parse_claim_spec
 from quota.devices import claim_devices
+from quota.placement import index as placement_index
 from quota.placement import make_placer
 from tests.robustness.hostile import (
     GPU,
@@ -196,3 +197,18 @@ def test_devices_examined_count_as_steps_in_a_large_shared_pool() -> None:
     state = ClusterState([gpu_class(), {"kind": "Node", "metadata": {"name": "n"}}, shared])
     placement = make_placer(state, steps=2000)([claim("h", unsatisfiable_constraint_spec())])
     assert placement.too_complex and placement.steps == 2001
+
+
+def test_new_selectors_every_pod_do_not_grow_what_the_index_remembers(
+    state: ClusterState, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user whose every pod names a selector never seen before: the index forgets what
+    it remembered rather than grow until the devices change; answers stay the same."""
+    monkeypatch.setattr(placement_index, "MEMO_ENTRIES", 100)
+    placer = make_placer(state)
+    for i in range(40):  # each is evaluated on a dozen distinct devices: 480 results in all
+        request = {"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com",
+                   "selectors": [{"cel": {"expression": f"device.driver == 'x{i}'"}}]}}  # fmt: skip
+        placement = placer([claim(f"p{i}", {"devices": {"requests": [request]}})], None)
+        assert not placement.ok and "no node offers any" in placement.reason
+        assert len(placer.index().memo) <= 100
