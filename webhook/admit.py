@@ -7,7 +7,8 @@ read, the flavor's nodeSelector); /validate decides again on the object it is gi
 checks the stamp is there, and records the charge. Resizes, and claims re-created
 under a name an admitted pod references, are checked like admissions (`webhook.recheck`).
 A pod or Job that /validate lets into a queueing ClusterQueue to wait is told where it will
-stand, in a warning (`webhook.submitwait`). Synchronous: the app runs it off the event loop.
+stand, in a warning (`webhook.submitwait`). A pod denied for quota its cohort borrowed may
+reclaim it (`webhook.reclaim`). Synchronous: the app runs it off the event loop.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from webhook.mutation import (
 )
 from webhook.preparedcache import PreparedCache
 from webhook.recheck import Recheck
+from webhook.reclaim import Reclaim
 from webhook.stamp import Stamp, off_flavor_nodes, queue_label_and_charge, stamp_mismatch, stamp_of
 from webhook.submitwait import SubmitWait
 from webhook.updates import grown, resources_of, resumed, suspended, ungated
@@ -86,6 +88,7 @@ class Admission:
         ledger: Ledger,
         settings: Settings,
         placer: Placer | None = None,
+        reclaim: Reclaim | None = None,
     ) -> None:
         self.backend = backend
         self.ledger = ledger
@@ -97,6 +100,7 @@ class Admission:
         self.rechecks = Recheck(backend, ledger, settings, self.cache)
         self.waits = SubmitWait(ledger, lambda obj, view: self._prepare(obj, "CREATE", view))
         self.jobs = JobPods(backend, ledger, settings, self.cache)
+        self.reclaim = reclaim  # Reject-mode reclaim; None: none (no Evictor, no cluster)
 
     def review(self, req: AdmissionRequest, mutating: bool) -> tuple[Outcome, Decision | None]:
         """The answer to a request, and the decision behind it (None when none was needed)."""
@@ -270,10 +274,15 @@ class Admission:
             decision = conclude(prepared, usage)
             return check(decision) if decision.allowed else decision
 
-        queue = prepared.route.queue.name
-        return self.ledger.admit(
-            uid or _digest_id(req.uid), evaluate, dry_run, key, cluster_queue=queue
-        )
+        queue, uid = prepared.route.queue.name, uid or _digest_id(req.uid)
+
+        def record(judge: Callable[[Usage], Decision]) -> Decision:
+            return self.ledger.admit(uid, judge, dry_run, key, cluster_queue=queue)
+
+        decision = record(evaluate)
+        if self.reclaim is None or not Reclaim.applies(prepared, decision):
+            return decision
+        return self.reclaim.admit(prepared, obj, evaluate, record, dry_run, decision, req)
 
     def _prepare(
         self, obj: Mapping[str, Any], operation: str, view: ClusterView

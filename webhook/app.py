@@ -26,6 +26,8 @@ from webhook.backend import Backend, Ledger
 from webhook.kube.metricsauth import Verdict
 from webhook.metrics import Metrics, queue_label, reason_label, resource_label
 from webhook.placementcache import CachedPlacer
+from webhook.preempting import Evictor
+from webhook.reclaim import Reclaim
 from webhook.runner import AdmissionRunner, QueueFull
 
 __all__ = ["MAX_BODY_BYTES", "QUICK_BODY_BYTES", "create_app"]
@@ -65,6 +67,7 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     require_client_cert: bool = False,
     metrics_auth: Callable[[str | None], Verdict] | None = None,
+    evictor: Evictor | None = None,
 ) -> WebhookApp:
     """The webhook app over this cluster view and ledger (SPEC §6).
 
@@ -74,10 +77,14 @@ def create_app(
 
     With `metrics_auth`, /metrics answers only when it says so for the request's
     Authorization header (`webhook.kube.metricsauth`); without, it is open (embedded mode).
+
+    With `evictor` (the queue controller's, in a live cluster), a pod of a Reject-mode
+    ClusterQueue may reclaim the quota its cohort borrowed (`webhook.reclaim`).
     """
     metrics = metrics or Metrics()
     metrics.watch(backend, ledger, settings)
-    admission = Admission(backend, ledger, settings, placer)
+    reclaim = Reclaim(backend, ledger, evictor, metrics) if evictor is not None else None
+    admission = Admission(backend, ledger, settings, placer, reclaim)
     # Every decision runs off the event loop, at most admission_workers at once, and is
     # answered by its deadline: the loop stays free for handshakes, probes and scrapes.
     runner = AdmissionRunner(settings.admission_workers, settings.admission_deadline_seconds)

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from quota.placement import make_placer
 from quota.settings import Settings
@@ -23,7 +23,11 @@ from webhook.backend import Backend, Ledger, MemoryLedger
 from webhook.kube.metricsauth import Verdict
 from webhook.metrics import Metrics
 from webhook.placementcache import CachedPlacer
+from webhook.preempting import Evictor
 from webhook.statedir import StateDirBackend
+
+if TYPE_CHECKING:
+    from webhook.kube.evictor import KubeEvictor
 
 __all__ = ["LEASE_NAME", "LEASE_NAMESPACE", "InOrder", "Wiring", "embedded", "live"]
 
@@ -63,12 +67,14 @@ class InOrder:
 
 @dataclass(frozen=True)
 class Wiring:
-    """What the app decides with; `metrics_auth` (None: /metrics is open) who may scrape."""
+    """What the app decides with; `metrics_auth` (None: /metrics is open) who may scrape;
+    `evictor` (None: no preemption at admission) what evicts for Reject-mode reclaim."""
 
     backend: Backend
     ledger: Ledger
     placer: CachedPlacer
     metrics_auth: Callable[[str | None], Verdict] | None = None
+    evictor: Evictor | None = None
 
 
 def cached_placer(backend: Backend) -> CachedPlacer:
@@ -96,6 +102,7 @@ def live(
         from certs.kube import api_client
         from webhook.kube.backend import KubeBackend
         from webhook.kube.client import KubeClient
+        from webhook.kube.evictor import KubeEvictor
         from webhook.kube.ledger import ClusterLedger
         from webhook.kube.metricsauth import MetricsAuth
         from webhook.kube.queuestatus import QueueStatusWriter
@@ -110,6 +117,7 @@ def live(
     backend = KubeBackend(client)
     ledger = ClusterLedger(client, backend, settings)
     placer = cached_placer(backend)
+    evictor = KubeEvictor(client)  # it writes waiting pods, and evicts for preemption
     index = getattr(placer.placer, "index", None)
     backend.attach(
         InOrder(
@@ -122,11 +130,11 @@ def live(
                 "building the placement index",
                 ready_on_failure=True,  # the first admission builds it then
             ),
-            *_queueing(client, backend, ledger, settings, placer, metrics),
+            *_queueing(client, backend, ledger, settings, placer, metrics, evictor),
         )
     )
     auth = MetricsAuth(client).check if metrics_auth else None
-    return Wiring(backend, ledger, placer, auth)
+    return Wiring(backend, ledger, placer, auth, evictor)
 
 
 def _queueing(
@@ -136,16 +144,16 @@ def _queueing(
     settings: Settings,
     placer: CachedPlacer,
     metrics: Metrics,
+    writer: KubeEvictor,
 ) -> tuple[Component, Component]:
-    """The Lease elector and the queueing controller it lets run (one replica at a time)."""
-    from webhook.kube.evictor import KubeEvictor
+    """The Lease elector and the queueing controller it lets run (one replica at a time);
+    `writer` writes waiting pods and evicts for preemption."""
     from webhook.kube.lease import LeaseElector
     from webhook.queueing import QueueController
 
     namespace = os.environ.get("POD_NAMESPACE") or LEASE_NAMESPACE
     identity = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     elector = LeaseElector(client, namespace, LEASE_NAME, identity)
-    writer = KubeEvictor(client)  # it writes waiting pods, and evicts for preemption
     controller = QueueController(
         backend,
         ledger,

@@ -317,7 +317,8 @@ class Metrics:
         # Label values: the victim's ClusterQueue and Kueue's reason (quota.preemption's IN_*).
         self.preemptions = Counter(
             "draquota_preempted_workloads",
-            "workloads the queueing controller preempted, by their ClusterQueue and reason",
+            "workloads preempted (by the queue, or reclaimed at admission), by their "
+            "ClusterQueue and reason",
             ["cluster_queue", "reason"],
             registry=self.registry,
         )

@@ -202,3 +202,77 @@ def test_a_pod_cannot_set_its_own_priority(draquota_cluster: Draquota) -> None:
     created, why = _create(s, s.user("mallory"), pod)
     assert not created
     assert "must not be provided in pod spec" in why, why
+
+
+@pytest.fixture
+def reject_cohort(draquota_cluster: Draquota) -> tuple[Scenario, Scenario]:
+    """research (nominal 4, lends 2, reclaims Any) and ml (nominal 0), both `whenFull: Reject`."""
+    stamp = int(time.time() * 1000) % 100_000
+    name = f"e2e-rreclaim-{stamp}"
+    research = scenario(draquota_cluster, name, Flavor("f", 4, {f"{name}-1": 8}))
+    ml = scenario(draquota_cluster, f"e2e-rml-{stamp}", Flavor("f", 0, {}))
+    lab = f"e2e-rlab-{stamp}"
+    groups = _resources(f"{name}-f", 4, lending=2)
+    reclaim = {"reclaimWithinCohort": "Any"}
+    _patch(research, {"cohort": lab, "preemption": reclaim, "resourceGroups": groups})
+    _patch(ml, {"cohort": lab, "resourceGroups": _resources(f"{name}-f", 0)})
+    return research, ml
+
+
+def _dry_run_warns(s: Scenario, user: Path, text: str) -> bool:
+    out = s.cluster.kubectl(
+        "create", "-n", s.namespace, "-f", "-", "--dry-run=server", kubeconfig=user,
+        check=False, stdin=yaml.safe_dump(gpu_pod("probe")),
+    )  # fmt: skip
+    return out.returncode == 0 and text in out.stderr
+
+
+def test_in_reject_mode_research_reclaims_at_submit_what_ml_borrowed(
+    reject_cohort: tuple[Scenario, Scenario], kube: Any
+) -> None:
+    research, ml = reject_cohort
+    bob, alice = ml.user("bob", "edit"), research.user("alice", "edit")
+    with (
+        FakeKubelet(kube, [research.namespace, ml.namespace]) as kubelet,
+        Sampler(research, ml) as sampler,
+    ):
+        for i in range(2):  # admitted once the replica deciding it has seen the cohort
+            eventually(lambda i=i: _create(ml, bob, gpu_pod(f"ml-{i}"))[0], timeout=60)
+        eventually(lambda: _running(ml) == ["ml-0", "ml-1"], timeout=90)
+        kubelet.hold.update((ml.namespace, f"ml-{i}") for i in range(2))  # they terminate slowly
+        for i in range(2):  # research's own two unlent GPUs: no reclaim, no warning
+            created, stderr = _create(research, alice, gpu_pod(f"r-{i}"))
+            assert created and "Warning:" not in stderr, stderr
+        # a few dry runs in a row that would reclaim: every replica has seen research's policy
+        for _ in range(3):
+            eventually(lambda: _dry_run_warns(research, alice, "would reclaim from"), timeout=60)
+        assert _running(ml) == ["ml-0", "ml-1"]  # dry runs evict nothing
+        evicted = []
+        for i in (2, 3):
+            created, stderr = _create(research, alice, gpu_pod(f"r-{i}"))
+            assert created, stderr
+            assert f"Warning: reclaimed from ClusterQueue {ml.name}: evicted " in stderr, stderr
+            evicted += [n for n in ("ml-0", "ml-1") if f"{ml.namespace}/{n}" in stderr]
+        assert sorted(evicted) == ["ml-0", "ml-1"], evicted  # one each, never one twice
+        victims = eventually(lambda: _evicted(ml, ["ml-0", "ml-1"]), timeout=60)
+        for pod in victims:
+            condition = _disruption(pod)
+            assert condition["reason"] == "PreemptedByDraquota", condition
+            reason = f"due to reclamation within the cohort by ClusterQueue {research.name}"
+            assert reason in condition["message"], condition
+        kubelet.hold.clear()
+        eventually(lambda: _running(research) == ["r-0", "r-1", "r-2", "r-3"], timeout=90)
+        eventually(lambda: [p["metadata"]["name"] for p in ml.pods()] == [], timeout=90)
+        eventually(lambda: allocated(research) == 4, timeout=60)
+        assert allocated(ml) == 0
+        created, why = _create(ml, bob, gpu_pod("ml-2"))
+        assert not created
+        assert f'exceeds quota of ClusterQueue "{ml.name}"' in why, why
+        assert "cohort" in why and "can lend 0" in why, why
+    assert sampler.peaks[research.namespace] <= 4
+    counted = [
+        r.metric("draquota_preempted_workloads_total", cluster_queue=ml.name,
+                 reason="InCohortReclamation")
+        for r in research.installed.replicas
+    ]  # fmt: skip
+    assert sum(v or 0 for v in counted) == 2, counted

@@ -178,6 +178,7 @@ def run(args: argparse.Namespace) -> int:
         certs_ready=lambda: reloader.loaded,
         require_client_cert=args.client_ca is not None,
         metrics_auth=wiring.metrics_auth,
+        evictor=wiring.evictor,
     )
     server = webhook_server(app, args.host, args.port, context, reloader)
     gc.collect()
