@@ -9,7 +9,8 @@ configured versions are served.
 TokenReviews and SubjectAccessReviews are answered by `reviews` (tests/fakeapi/reviews.py).
 
 Fault injection for tests: `break_watches()`, `force_gone()`, `unreachable("reset" |
-"hang")` / `reachable()`, and `latency` seconds added to every response.
+"hang")` / `reachable()`, and `latency` seconds added to every response. Pods are evicted
+through `pods/NAME/eviction` (`refuse_evictions`: a PodDisruptionBudget's 429).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.fakeapi.eviction import evict
 from tests.fakeapi.reviews import REVIEW_PATHS, Reviews
 from tests.fakeapi.store import RESOURCES, ApiError, Obj, Resource, Store
 
@@ -133,6 +135,8 @@ class FakeApiServer:
         self.mode = "ok"
         self.requests = 0
         self.calls: list[tuple[str, str]] = []  # (method, path) of every request routed
+        self.evictions: list[str] = []  # `ns/name` of every pod an eviction was asked for
+        self.refuse_evictions = ""  # set: evictions are refused (429) with this message
         self.watch_generation = 0
         self.stopping = threading.Event()
         self._port = port
@@ -243,6 +247,11 @@ class FakeApiServer:
             raise ApiError(
                 404, "NotFound", f"the server could not find the requested resource {path}"
             )
+        if len(rest) >= 3 and rest[-1] == "eviction" and method == "POST":
+            res, namespace, name = self._target(group, rest[:-1], path)
+            self.evictions.append(f"{namespace}/{name}")
+            body, refused = h._body(), self.refuse_evictions
+            return h._send(201, evict(self.store, res, namespace or "", name or "", body, refused))
         status_only = len(rest) >= 3 and rest[-1] == "status"
         res, namespace, name = self._target(group, rest[:-1] if status_only else rest, path)
         if status_only and (name is None or method not in ("GET", "PUT")):

@@ -4,7 +4,8 @@
 (manifests/examples): `serve --state` deciding the example pods and refusing a body, and a
 replica whose example pods and queueing ClusterQueue's pods are created through /mutate
 and /validate as the API server sends them (tests/security/cluster.py), with the queueing
-controller admitting waiting pods; so every family has labelled samples.
+controller admitting waiting pods, and preempting (tests/webhook/preemption_builders.py);
+so every family has labelled samples.
 """
 
 from __future__ import annotations
@@ -27,9 +28,11 @@ from quota.cluster import Obj
 from quota.settings import Settings
 from quota.waiting import ADMISSION_GATE
 from tests.security.cluster import Cluster
+from tests.webhook import preemption_builders as lab
 from tests.webhook.builders import AppClient, review
 from webhook.app import create_app
 from webhook.backend import MemoryLedger
+from webhook.metrics import Metrics
 from webhook.queueing import QueueController
 from webhook.statedir import StateDirBackend
 
@@ -121,12 +124,25 @@ def _queueing_replica() -> str:
     return cluster.client.get("/metrics").text
 
 
+def _preempting_controller() -> str:
+    """The queueing controller's metrics after research reclaimed the 2 GPUs ml borrowed from it
+    (the cohort of tests/webhook/preemption_builders.py): two preemptions."""
+    cluster = lab.reclaim_lab()
+    lab.submit(cluster, *(lab.gpu_pod("ml", f"ml-{i}") for i in range(2)))
+    lab.controller(cluster)[0].run_once()
+    lab.submit(cluster, *(lab.gpu_pod("research", f"r-{i}") for i in range(4)))
+    metrics = Metrics()
+    lab.controller(cluster, metrics)[0].run_once()
+    return metrics.render().decode()
+
+
 @functools.cache
 def exposed() -> dict[str, dict[str, set[str]]]:
     """Sample name -> label -> values that the app exposes after real work (module doc)."""
     samples: dict[str, dict[str, set[str]]] = {}
     _samples(_served_state_dir(), samples)
     _samples(_queueing_replica(), samples)
+    _samples(_preempting_controller(), samples)
     return samples
 
 

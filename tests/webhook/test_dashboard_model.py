@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from quota.holdings import holdings
 from quota.queuetable import queue_table
@@ -16,7 +19,8 @@ from tests.webhook import gpu_memory
 from tests.webhook.dashboard_lab import admin_view, lab_objects, of
 from webhook.commands._cluster import memory_usage
 from webhook.commands._localqueues import computed_status
-from webhook.dashboard.model import namespace_cards, parse_wait, routes, waiting
+from webhook.commands._workloads import preempted_because
+from webhook.dashboard.model import namespace_cards, parse_wait, preempted, routes, waiting
 from webhook.dashboard.page import bar, body
 from webhook.kube.trim import trimmed
 
@@ -87,7 +91,8 @@ def test_waiting_workloads_show_draquotas_reason_and_position_in_queue_order(lab
 def test_pods_cached_without_status_take_the_reason_from_their_pending_event(lab: Any) -> None:
     full = waiting(of(lab, "Pod"), of(lab, "Job"), of(lab, "Event"), {})
     pods = [trimmed(p) for p in of(lab, "Pod")]  # what the informers keep of a pod
-    assert not any("conditions" in (p or {}).get("status", {}) for p in pods)
+    conditions = [c for p in pods for c in (p or {}).get("status", {}).get("conditions", [])]
+    assert not any(c.get("message") for c in conditions if c["type"] == "QuotaReserved")
     assert waiting(pods, of(lab, "Job"), of(lab, "Event"), {}) == full  # type: ignore[arg-type]
 
 
@@ -226,3 +231,76 @@ def test_gpu_memory_shows_in_the_unit_of_its_nominal_quota_to_an_admin_and_a_use
     assert "30Gi of 40Gi in use" in html
     shape = bar(rows["gpu-memory"], in_cohort=False)
     assert shape.segments == (("used", 75.0), ("free", 25.0)) and shape.nominal_at == 100.0
+
+
+# -- preemptions (issue 26): recorded from the real control plane by
+# tests/webhook/kube/record_preemption.py. research reclaimed what it lent ml: ml's pod
+# tune-0 and Job tune are being evicted (a kubelet holds their pods), research's r-2 and
+# r-3 wait for them.
+
+PREEMPTION = Path(__file__).parent / "fixtures" / "preemption"
+LISTED = {"pods": "Pod", "jobs": "Job", "events": "Event", "localqueues": "LocalQueue"}
+
+
+def listed(namespace: str, plural: str) -> list[dict[str, Any]]:
+    """A LIST the namespace's user got (with `kind`, as `list_objects` sets it)."""
+    items = json.loads((PREEMPTION / namespace / f"{plural}.json").read_text())["items"]
+    return [{**item, "kind": LISTED[plural]} for item in items]
+
+
+def _suspended(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [job for job in jobs if job["spec"].get("suspend") is True]
+
+
+def _preempted_in_ml(rows: list[dict[str, Any]]) -> None:
+    assert [(r["kind"], r["key"], r["clusterQueue"]) for r in rows] == [
+        ("Job", "ml/tune", "ml"),  # its pod stops with it: not a row of its own
+        ("Pod", "ml/tune-0", "ml"),
+    ]
+    for row in rows:
+        assert row["message"].startswith("Preempted to accommodate a workload (UID: ")
+        assert "due to reclamation within the cohort by ClusterQueue research" in row["message"]
+
+
+def test_a_namespace_user_sees_what_draquota_preempts_there_and_why() -> None:
+    pods, jobs = listed("ml", "pods"), _suspended(listed("ml", "jobs"))
+    _preempted_in_ml(preempted(pods, jobs, (), routes(listed("ml", "localqueues"))))
+
+
+def test_an_admin_reads_the_same_from_the_cache_and_preempted_events() -> None:
+    admin = PREEMPTION / "admin"
+    objects = [
+        d for f in ("pods", "jobs") for d in yaml.safe_load_all((admin / f"{f}.yaml").read_text())
+    ]
+    cached = [trimmed(obj) for obj in objects]
+    assert any(preempted_because(obj) for obj in cached if obj)  # the cache keeps the marks
+    pods = [o for o in cached if o and o["kind"] == "Pod"]
+    jobs = [o for o in cached if o and o["kind"] == "Job"]
+    events = listed("ml", "events")
+    local_queues = list(yaml.safe_load_all((admin / "localqueues.yaml").read_text()))
+    _preempted_in_ml(preempted(pods, jobs, events, routes(local_queues)))
+
+
+def test_the_preemptors_wait_for_the_preemption_of_their_victims() -> None:
+    pods, jobs = listed("research", "pods"), listed("research", "jobs")
+    local_queues = routes(listed("research", "localqueues"))
+    rows = waiting(pods, jobs, listed("research", "events"), local_queues)
+    assert [(r["key"], r["position"], r["of"]) for r in rows] == [
+        ("research/r-2", 1, 2),
+        ("research/r-3", 2, 2),
+    ]
+    assert {r["reason"] for r in rows} == {
+        "waiting for quota: Pending the preemption of 2 workload(s)"
+    }
+    assert preempted(pods, jobs, (), local_queues) == []  # research's own run on
+
+
+def test_a_victim_is_no_longer_shown_once_its_pods_have_ended() -> None:
+    pods, jobs = listed("ml", "pods"), _suspended(listed("ml", "jobs"))
+    ended = copy.deepcopy(pods)
+    for pod in ended:
+        pod["status"]["phase"] = "Failed"  # what the kubelet reports of an evicted pod
+    assert preempted(ended, jobs, listed("ml", "events"), {}) == []
+    job_pods_gone = [p for p in pods if p["metadata"]["name"] == "tune-0"]
+    rows = preempted(job_pods_gone, jobs, listed("ml", "events"), {})
+    assert [r["key"] for r in rows] == ["ml/tune-0"]  # the Job waits again in its queue

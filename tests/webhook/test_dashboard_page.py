@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from tests.webhook.dashboard_lab import admin_view, lab_objects
+from tests.webhook.test_dashboard_model import listed
+from webhook.dashboard.model import preempted, routes
 from webhook.dashboard.page import bar, body, document
 
 # What the page's markup may contain; anything else came from a name or a message.
@@ -151,3 +153,31 @@ def test_a_bar_is_usage_against_quota_on_one_scale(case: Case) -> None:
     assert drawn.segments == case.segments
     assert drawn.nominal_at == case.nominal_at
     assert sum(width for _, width in drawn.segments) <= 100.0
+
+
+def _preempting_model() -> dict[str, Any]:
+    """ml's page while draquota preempts its pod and Job for research (recorded,
+    tests/webhook/kube/record_preemption.py)."""
+    pods, jobs = listed("ml", "pods"), listed("ml", "jobs")
+    rows = preempted(pods, jobs, (), routes(listed("ml", "localqueues")))
+    return {"scope": "Namespace ml", "queues": [], "waiting": [], "preempted": rows}
+
+
+def test_the_page_says_which_workloads_are_preempted_and_for_whom() -> None:
+    words = _Markup(body(_preempting_model())).words()
+    assert "Being preempted (2)" in words
+    reclaimed = "due to reclamation within the cohort by ClusterQueue research; preemptor: pod"
+    assert "Job ml/tune ml Preempted to accommodate a workload (UID: " in words
+    assert words.count(reclaimed) == 2
+    assert "Being preempted" not in _Markup(body(_model())).words()  # none: no section
+
+
+def test_a_preempted_workloads_name_and_message_are_text_never_markup() -> None:
+    hostile = _preempting_model()
+    for row in hostile["preempted"]:
+        row.update(key=HOSTILE, clusterQueue=HOSTILE, group=HOSTILE, message=HOSTILE)
+    markup = _Markup(document(hostile))
+    assert set(markup.elements) <= ELEMENTS, set(markup.elements) - ELEMENTS
+    assert markup.elements.count("script") == 1
+    assert not [name for name, _ in markup.attributes if name.startswith("on")]
+    assert markup.words().count(" ".join(HOSTILE.split())) >= 6

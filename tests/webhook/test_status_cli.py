@@ -1,11 +1,14 @@
 """`draquota status` as an admin sees it: every ClusterQueue with its cohort lending, and
 with -A every LocalQueue and workload (issue 25); counter resources in their units, as an
-admin and as a namespace user sees them (issue 27)."""
+admin and as a namespace user sees them (issue 27); preemptions in progress (issue 26)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
+import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +23,9 @@ from tests.fakeapi import ApiError, FakeApiServer
 from tests.security.cluster import Cluster
 from tests.webhook import gpu_memory
 from tests.webhook.gpu_memory import write_state
+from webhook.backend import MemoryLedger
 from webhook.cli import main
+from webhook.commands import status
 from webhook.commands._cluster import memory_usage
 from webhook.commands._localqueues import computed_status
 
@@ -201,3 +206,160 @@ def test_a_namespace_user_sees_gpu_memory_in_its_unit_from_what_draquota_wrote(
     totals = [r for w in json.loads(out)["workloads"] for f in w["flavorsUsage"]
               for r in f["resources"]]  # fmt: skip
     assert {r["name"]: r["total"] for r in totals} == {"gpu-memory": "5Gi", "gpus": "1"}
+
+
+# -- preemptions (issue 26), recorded from the real control plane by
+# tests/webhook/kube/record_preemption.py: research (4 GPUs, lent 2 to ml) admitted r-0 and
+# r-1 and preempted ml's pod tune-0 and Job tune for r-2 and r-3, which wait for them to go;
+# the victims are still terminating (a kubelet holds them).
+
+PREEMPTION = Path(__file__).parent / "fixtures" / "preemption"
+KINDS = {"pods": ("v1", "Pod"), "jobs": ("batch/v1", "Job"), "events": ("v1", "Event"),
+         "localqueues": ("draquota.io/v1beta1", "LocalQueue")}  # fmt: skip
+
+
+def _recorded(namespace: str, plural: str) -> list[dict[str, Any]]:
+    """A LIST the namespace's user got, its items as the API server would create them."""
+    api_version, kind = KINDS[plural]
+    items = json.loads((PREEMPTION / namespace / f"{plural}.json").read_text())["items"]
+    for item in items:
+        item.update(apiVersion=api_version, kind=kind)
+        item["metadata"].pop("resourceVersion", None)
+    return list(items)
+
+
+def _while_evicting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`status` runs at the moment of the recording (the victims' Preempted Event), while the
+    victims are within their grace period and still hold quota (in the usage too)."""
+    events = [e for e in _recorded("ml", "events") if e["reason"] == "Preempted"]
+    stamp = max(e["lastTimestamp"] for e in events)
+    moment = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    monkeypatch.setattr(time, "time", lambda: moment)
+    monkeypatch.setattr(
+        status, "memory_usage", lambda state, settings: at(moment, state, settings).usage()
+    )
+
+
+def at(moment: float, state: Any, settings: Settings) -> MemoryLedger:
+    """The ledger `status --state` starts from, on a clock stopped at `moment`."""
+    return MemoryLedger(state, settings, wall=lambda: moment)
+
+
+def _workloads(out: str) -> dict[str, dict[str, str]]:
+    return {row["WORKLOAD"]: row for row in _rows(out.split("\n\n")[-2])}
+
+
+def test_an_admin_sees_the_workloads_being_preempted_and_the_preemptors_waiting_for_them(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _while_evicting(monkeypatch)
+    code, out, err = _run(
+        capsys, "status", "--state", str(PREEMPTION / "admin"), "-A", "-o", "wide"
+    )
+    assert (code, err) == (0, "")
+    rows = _workloads(out + "\n\n")
+    assert {name: row["STATUS"] for name, row in rows.items()} == {
+        "tune": "Preempted",  # the Job, suspended again while its pod stops
+        "tune-0": "Preempted",
+        "r-0": "Admitted",
+        "r-1": "Admitted",
+        "r-2": "Waiting",
+        "r-3": "Waiting",
+    }
+    for victim in ("tune", "tune-0"):
+        message = rows[victim]["MESSAGE"]
+        assert "due to reclamation within the cohort by ClusterQueue research" in message
+        assert re.search(r"preemptor: pod research/r-[23]$", message), message
+        assert rows[victim]["RESOURCES"] == "gpus=1"  # still charged until it is gone
+    for preemptor in ("r-2", "r-3"):
+        assert rows[preemptor]["MESSAGE"].startswith(
+            "waiting for quota: Pending the preemption of 2 workload(s); position"
+        )
+    code, out, _ = _run(capsys, "status", "--state", str(PREEMPTION / "admin"), "-A")
+    notes = out.split("\n\n")[-1].splitlines()
+    assert any(n.startswith("pod ml/tune-0: Preempted to accommodate a workload") for n in notes)
+    assert any(n.startswith("job ml/tune: Preempted to accommodate a workload") for n in notes)
+
+
+def test_status_json_gives_a_preempted_workload_its_state_and_reason_and_keeps_every_key(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _while_evicting(monkeypatch)
+    code, out, _ = _run(capsys, "status", "--state", str(PREEMPTION / "admin"), "-A", "-o", "json")
+    assert code == 0
+    workloads = {w["name"]: w for w in json.loads(out)["workloads"]}
+    _, before, _ = _run(capsys, "status", "--state", str(LAB), "-A", "-o", "json")
+    keys = {key for w in json.loads(before)["workloads"] for key in w}
+    victim = workloads["tune-0"]
+    assert set(victim) == keys  # the same keys as every workload: nothing renamed
+    assert (victim["status"], victim["position"]) == ("Preempted", None)
+    assert "by ClusterQueue research" in victim["message"]
+    assert workloads["r-2"]["status"] == "Waiting"
+    assert "Pending the preemption of 2 workload(s)" in workloads["r-2"]["message"]
+
+
+def test_a_preempted_job_whose_pods_are_gone_waits_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _while_evicting(monkeypatch)
+    state = tmp_path / "state"
+    shutil.copytree(PREEMPTION / "admin", state)
+    pods = list(yaml.safe_load_all((state / "pods.yaml").read_text()))
+    kept = [p for p in pods if not p["metadata"]["name"].startswith("tune-") or
+            p["metadata"]["name"] == "tune-0"]  # fmt: skip
+    assert len(kept) == len(pods) - 1  # the Job's pod ended its grace: the API server dropped it
+    (state / "pods.yaml").write_text(yaml.safe_dump_all(kept))
+    _, out, _ = _run(capsys, "status", "--state", str(state), "-n", "ml", "-o", "wide")
+    rows = _workloads(out + "\n\n")
+    assert (rows["tune"]["STATUS"], rows["tune-0"]["STATUS"]) == ("Waiting", "Preempted")
+    assert "Preempted to accommodate" not in rows["tune"]["MESSAGE"]  # what the queue says now
+
+
+def _user_kubeconfig(api: FakeApiServer, tmp_path: Path, namespace: str) -> Path:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "fake", "cluster": {"server": api.url}}],
+        "users": [{"name": "user", "user": {"token": "not-a-secret"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "user",
+                                                  "namespace": namespace}}],
+        "current-context": "fake",
+    }  # fmt: skip
+    path = tmp_path / namespace
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.mark.parametrize("namespace", ["ml", "research"])
+def test_a_namespace_user_sees_preemptions_as_draquota_wrote_them(
+    namespace: str,
+    api: FakeApiServer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for plural in KINDS:
+        for obj in _recorded(namespace, plural):
+            api.create(obj)
+    _as_namespace_user(api, namespace, monkeypatch)
+    _while_evicting(monkeypatch)
+    code, out, err = _run(
+        capsys,
+        "status",
+        "--kubeconfig",
+        str(_user_kubeconfig(api, tmp_path, namespace)),
+        "-o",
+        "wide",
+    )
+    assert (code, err) == (0, "")
+    rows = _workloads(out + "\n\n")
+    if namespace == "ml":  # the victims, and why
+        assert {n: r["STATUS"] for n, r in rows.items()} == {
+            "tune": "Preempted",
+            "tune-0": "Preempted",
+        }
+        assert all("by ClusterQueue research" in r["MESSAGE"] for r in rows.values())
+    else:  # the preemptors, waiting for them
+        waiting = {n: r["MESSAGE"] for n, r in rows.items() if r["STATUS"] == "Waiting"}
+        assert sorted(waiting) == ["r-2", "r-3"]
+        assert all("Pending the preemption of 2 workload(s)" in m for m in waiting.values())

@@ -12,8 +12,14 @@ namespace user cannot read: there, its flavor and amounts show as unknown.
 It waits when it carries draquota's scheduling gate (a pod) or is suspended in a
 LocalQueue (a Job). Why it waits, and its position, are what the queueing controller
 wrote (a pod's `QuotaReserved` condition, a Job's `Pending` Event), unless the caller
-worked them out itself (`why`). Nothing here reads a ClusterQueue: a namespace user can
-list all of it.
+worked them out itself (`why`); a preemptor waits `Pending the preemption of N
+workload(s)`. Nothing here reads a ClusterQueue: a namespace user can list all of it.
+
+It is `Preempted` while draquota evicts it for a preemptor: a pod (or a pod of a group)
+marked `DisruptionTarget` with reason `PreemptedByDraquota`, until it is gone; a Job
+suspended again with the `draquota.io/preempted` annotation, while its pods still stop or
+its record is still held (then it waits again, at its position). Its message is the mark's,
+which names the preemptor and the ClusterQueue that reclaimed.
 """
 
 from __future__ import annotations
@@ -32,9 +38,17 @@ from quota.routing import DEFAULT_LOCAL_QUEUE
 from quota.usage import Usage
 from quota.waiting import GROUP_LABEL, GROUP_TOTAL_ANNOTATION
 from quota.waitreport import parse_wait, pending_messages, quota_reserved
+from webhook.admittedworkloads import DISRUPTION_TARGET, PREEMPTED_ANNOTATION, is_marked
 from webhook.podusage import job_holder
 
-__all__ = ["Units", "annotated_charges", "workload_items", "workload_notes", "workload_table"]
+__all__ = [
+    "Units",
+    "annotated_charges",
+    "preempted_because",
+    "workload_items",
+    "workload_notes",
+    "workload_table",
+]
 
 ChargeOf = Callable[[str], Charge | None]
 # How the amounts of a counter or capacity resource print, by (ClusterQueue, resource): the
@@ -45,6 +59,10 @@ Units = Mapping[tuple[str, str], str]
 
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _meta(obj: Obj) -> Mapping[str, Any]:
@@ -59,6 +77,7 @@ class _Row:
     local_queue: str
     created: str
     waiting: bool = False
+    mark: str = ""  # why draquota evicts it, while it does
     pods: int = 0
     total: int | None = None
     message: str = ""
@@ -105,11 +124,31 @@ def _job_rows(
         row = _Row("Job", namespace, name, local, str(metadata.get("creationTimestamp") or ""))
         row.waiting = spec.get("suspend") is True
         row.message = events.get(pod_uid(job), "") if row.waiting else ""
+        row.mark = preempted_because(job)
         holder = job_holder(f"{namespace}/{name}")
         if (charge := charge_of(holder)) is not None:
             row.charges[holder] = charge
         rows[pod_uid(job)] = row
     return rows
+
+
+def _reserved(pod: Obj) -> bool:
+    return quota_reserved(pod)[0] == "True"
+
+
+def preempted_because(obj: Obj) -> str:
+    """Why draquota evicts the pod or Job ("" when it does not): the message of its
+    `DisruptionTarget` condition (a pod), of its PREEMPTED_ANNOTATION (a suspended Job)."""
+    if obj.get("kind") == "Job":
+        mark = _mapping(_meta(obj).get("annotations")).get(PREEMPTED_ANNOTATION)
+        suspended = _mapping(obj.get("spec")).get("suspend") is True
+        return (mark or "preempted") if suspended and isinstance(mark, str) else ""
+    if not is_marked(obj):
+        return ""
+    for condition in map(_mapping, _list(_mapping(obj.get("status")).get("conditions"))):
+        if condition.get("type") == DISRUPTION_TARGET and condition.get("message"):
+            return str(condition["message"])
+    return "preempted"
 
 
 def _add_pod(rows: dict[tuple[str, str, str], _Row], pod: Obj, charge: Charge | None,
@@ -129,6 +168,7 @@ def _add_pod(rows: dict[tuple[str, str, str], _Row], pod: Obj, charge: Charge | 
     row.pods += 1
     if charge is not None:
         row.charges[pod_key(pod)] = charge
+    row.mark = row.mark or preempted_because(pod)
     if is_gated(pod):
         row.waiting = True
         reserved, message = quota_reserved(pod)
@@ -165,10 +205,12 @@ def workload_items(
             job.pods += 1
             if charge is not None:
                 job.charges[pod_key(pod)] = charge
-        elif charge is not None or is_gated(pod) or quota_reserved(pod)[0] == "True":
+        elif charge is not None or is_gated(pod) or is_marked(pod) or _reserved(pod):
             _add_pod(rows, pod, charge, local_queues)
     every = [*rows.values(), *jobs_by_uid.values()]
     for row in every:
+        if row.kind == "Job" and not (row.pods or row.charges):
+            row.mark = ""  # its pods and record are gone: it waits again at its position
         if why is not None and row.waiting:
             row.message = why.get(f"{row.namespace}/{row.name}", "")
     return sorted((_item(row, now, units or {}) for row in every), key=_order)
@@ -187,20 +229,26 @@ def _held(charges: Mapping[str, Charge], units: Units) -> list[dict[str, Any]]:
     return [{"name": flavor, "resources": resources} for flavor, resources in totals.items()]
 
 
+def _status(row: _Row) -> str:
+    if row.mark:
+        return "Preempted"
+    return "Waiting" if row.waiting else "Admitted"
+
+
 def _item(row: _Row, now: float, units: Units) -> dict[str, Any]:
-    shown = parse_wait(row.message)
+    shown = parse_wait("" if row.mark else row.message)
     return {
         "kind": row.kind,
         "namespace": row.namespace,
         "name": row.name,
         "localQueue": row.local_queue,
-        "status": "Waiting" if row.waiting else "Admitted",
+        "status": _status(row),
         "pods": row.pods,
         "totalPods": row.total,
         "flavorsUsage": _held(row.charges, units),
         "position": shown.position,
         "of": shown.of,
-        "message": row.message,
+        "message": row.mark or row.message,
         "age": _age(row.created, now),
     }
 
@@ -254,9 +302,10 @@ def workload_table(
 
 
 def workload_notes(items: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Why each waiting workload waits, one line each, as the queueing controller said it."""
+    """Why each waiting workload waits, and why each preempted one is evicted, one line each,
+    as the queueing controller said it."""
     return [
         f"{item['kind'].lower()} {item['namespace']}/{item['name']}: {item['message']}"
         for item in items
-        if item["status"] == "Waiting" and item["message"]
+        if item["status"] in ("Waiting", "Preempted") and item["message"]
     ]

@@ -27,6 +27,7 @@ th { text-align: left; font-weight: 600; color: #5b6570; font-size: 0.85rem; }
 td, th { padding: 0.2rem 0.6rem 0.2rem 0; vertical-align: middle; }
 td.words { white-space: nowrap; padding-left: 0.6rem; }
 tr.waiting td:nth-child(-n+3) { white-space: nowrap; }
+tr.preempted td:nth-child(-n+2) { white-space: nowrap; }
 svg.bar { width: 18rem; height: 0.9rem; display: block; background: #fff;
           outline: 1px solid #d5dae0; }
 .bar .used { fill: #2f7d32; }

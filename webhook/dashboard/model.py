@@ -13,7 +13,14 @@ Why a workload waits is what draquota told its user: the message of a gated pod'
 `QuotaReserved` condition (the same as its `Pending` Event's), or of a suspended Job's
 `Pending` Event. Its position is read
 from that message (`...; position N of M in ClusterQueue Q`), never recomputed, so that
-the page and `kubectl describe` always agree.
+the page and `kubectl describe` always agree. A preemptor waits `Pending the preemption of
+N workload(s)`.
+
+A workload is being preempted while draquota evicts it (`preempted`): a pod it marked
+(`DisruptionTarget`, reason PreemptedByDraquota), a suspended Job it marked preempted whose
+pods still stop; why is the mark's message, which names the preemptor and the ClusterQueue
+that reclaimed. Where the objects come trimmed (the informers' cache keeps neither pod
+conditions nor Job annotations), the same message is read from draquota's `Preempted` Event.
 """
 
 from __future__ import annotations
@@ -27,25 +34,30 @@ from quota.cluster import Obj
 from quota.errors import InvalidObject
 from quota.fields import FieldReader
 from quota.holdings import holdings
-from quota.livepods import is_gated
+from quota.livepods import TERMINAL_PHASES, is_gated, job_owner
 from quota.quantity import amount
 from quota.queuetable import QueueTable
 from quota.routing import DEFAULT_LOCAL_QUEUE
 from quota.status import cluster_queue_summary
 from quota.usage import Usage
 from quota.waiting import GROUP_LABEL
+from quota.waitreport import COMPONENT, pending_messages, quota_reserved
 from quota.waitreport import parse_wait as _parse
-from quota.waitreport import pending_messages, quota_reserved
+from webhook.commands._workloads import preempted_because
 
 __all__ = [
     "RESOURCE_FIELDS",
     "cluster_cards",
     "namespace_cards",
     "parse_wait",
+    "preempted",
+    "preempted_messages",
     "routes",
     "waiting",
 ]
 
+PREEMPTED = "Preempted"  # the reason of draquota's Event on a workload it preempts
+PREEMPTED_EVENTS = f"reason={PREEMPTED},source={COMPONENT}"  # their field selector
 # The quantities of a resource row, and which of them may be left out (limits not set).
 RESOURCE_FIELDS = ("nominal", "inUse", "borrowed", "lent", "lendable")
 LIMIT_FIELDS = ("borrowingLimit", "lendingLimit")
@@ -250,6 +262,64 @@ def waiting(
 def _order(row: Mapping[str, Any]) -> tuple[str, int, str, str]:
     position = row["position"] if row["position"] is not None else 1 << 30
     return (row["clusterQueue"] or "", position, row["created"], row["key"])
+
+
+# -- workloads being preempted ------------------------------------------------------------
+
+
+def preempted_messages(events: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """UID of the object -> the message of draquota's latest `Preempted` Event about it."""
+    latest: dict[str, tuple[str, str]] = {}
+    for event in events:
+        involved, source = _mapping(event.get("involvedObject")), _mapping(event.get("source"))
+        if event.get("reason") != PREEMPTED or source.get("component") != COMPONENT:
+            continue
+        uid, when = str(involved.get("uid") or ""), str(event.get("lastTimestamp") or "")
+        if uid and when >= latest.get(uid, ("", ""))[0]:
+            latest[uid] = (when, str(event.get("message") or ""))
+    return {uid: message for uid, (_, message) in latest.items()}
+
+
+def _stopping(pod: Obj) -> bool:
+    return _mapping(pod.get("status")).get("phase") not in TERMINAL_PHASES
+
+
+def preempted(
+    pods: Iterable[Obj], jobs: Iterable[Obj], events: Iterable[Obj], routes: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """The workloads draquota evicts for a preemptor, with why: pods it marked that have not
+    ended, and suspended Jobs it marked whose pods (among `pods`) have not ended yet; the
+    mark's message, else (trimmed objects) that of the object's `Preempted` Event. Sorted by
+    ClusterQueue and key."""
+    told = preempted_messages(events)
+    pods = [pod for pod in pods if _stopping(pod)]
+    rows, jobs_of_pods = [], {job_owner(pod) for pod in pods}
+    for job in jobs:
+        uid = str(_meta(job).get("uid") or "")
+        spec = _mapping(job.get("spec"))
+        message = preempted_because(job) or (told.get(uid, "") if spec.get("suspend") else "")
+        if message and uid in jobs_of_pods:
+            local = _local_queue_of(job, _meta(_mapping(spec.get("template"))))
+            rows.append(_preempted_row("Job", job, message, routes, local))
+    for pod in pods:
+        message = preempted_because(pod) or told.get(str(_meta(pod).get("uid") or ""), "")
+        if message:
+            rows.append(_preempted_row("Pod", pod, message, routes, _local_queue_of(pod)))
+    return sorted(rows, key=lambda row: (row["clusterQueue"] or "", row["key"]))
+
+
+def _preempted_row(
+    kind: str, obj: Obj, message: str, routes: Mapping[str, str], local: str
+) -> dict[str, Any]:
+    group = _mapping(_meta(obj).get("labels")).get(GROUP_LABEL)
+    return {
+        "kind": kind,
+        "key": _key(obj),
+        "localQueue": local,
+        "clusterQueue": routes.get(local),
+        "group": group if isinstance(group, str) else None,
+        "message": message,
+    }
 
 
 def routes(local_queues: Iterable[Obj]) -> dict[str, str]:

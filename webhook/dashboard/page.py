@@ -148,6 +148,23 @@ def _waiting(rows: Sequence[Model]) -> str:
     return "".join(out)
 
 
+def _preempted(rows: Sequence[Model]) -> str:
+    """The workloads draquota evicts for a preemptor, and why (the preemptor and the
+    ClusterQueue that reclaimed); nothing when there are none."""
+    if not rows:
+        return ""
+    out = [f'<section id="preempted"><h2>Being preempted ({len(rows)})</h2>']
+    out.append("<table><tr><th>workload</th><th>queue</th><th>why</th></tr>")
+    for row in rows:
+        what = f"{row['kind']} {row['key']}" + (f" (group {row['group']})" if row["group"] else "")
+        out.append(
+            f'<tr class="preempted" data-key="{escape(row["key"])}"><td>{escape(what)}</td>'
+            f"<td>{escape(row['clusterQueue'] or '?')}</td><td>{escape(row['message'])}</td></tr>"
+        )
+    out.append("</table></section>")
+    return "".join(out)
+
+
 def body(model: Model) -> str:
     """What the page shows inside <main>: the same fragment the page fetches every 2 s."""
     if model.get("loading"):
@@ -160,6 +177,7 @@ def body(model: Model) -> str:
         out.append('<p class="none">No queues to show.</p>')
     out += [_card(card) for card in model["queues"]]
     out.append(_waiting(model["waiting"]))
+    out.append(_preempted(model.get("preempted", ())))
     return "".join(out)
 
 

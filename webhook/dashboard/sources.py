@@ -6,8 +6,9 @@ webhook's own machinery: `KubeBackend`'s informers (LIST, then WATCH) fill a
 `ClusterState`, and usage is what the webhook's ledger computes from it
 (`ClusterLedger.usage()`; its reconciler, which deletes records, is never started, so
 nothing is written). The cache keeps pods without their conditions (`webhook.kube.trim`),
-so why they wait is read from draquota's `Pending` Events: one LIST per refresh, while
-anything waits.
+so why they wait is read from draquota's `Pending` Events, and which workloads it is
+preempting from its `Preempted` Events: a LIST of each per refresh, while anything waits (a
+preemptor waits until its victims are gone).
 
 The first 403 picks `NamespaceSource` instead, and the page says which resource was
 refused: a namespace user (the built-in `edit` role) may read only their namespace's
@@ -20,12 +21,20 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from quota.cluster import Obj
+from quota.cluster import ClusterView, Obj
+from quota.livepods import job_owner, pod_uid
 from quota.queuetable import queue_table
 from quota.settings import Settings
 from quota.waitreport import PENDING_EVENTS
 from webhook.commands._cluster import ClusterUnavailable
-from webhook.dashboard.model import cluster_cards, namespace_cards, routes, waiting
+from webhook.dashboard.model import (
+    PREEMPTED_EVENTS,
+    cluster_cards,
+    namespace_cards,
+    preempted,
+    routes,
+    waiting,
+)
 from webhook.kube.client import ApiError, KubeClient, TransportError
 from webhook.kube.resources import (
     EVENT,
@@ -55,6 +64,25 @@ class Source(Protocol):
 
 def _suspended(job: Obj) -> bool:
     return (job.get("spec") or {}).get("suspend") is True
+
+
+def _involved(view: ClusterView, events: list[Obj]) -> tuple[list[Obj], list[Obj]]:
+    """The pods and Jobs the Events are about, as the view has them now (the same UID), and
+    the pods of those Jobs."""
+    pods: list[Obj] = []
+    jobs: list[Obj] = []
+    for event in events:
+        involved = event.get("involvedObject") or {}
+        kind, namespace = involved.get("kind"), involved.get("namespace") or "default"
+        if kind not in ("Pod", "Job"):
+            continue
+        obj = view.get(kind, namespace, str(involved.get("name")))
+        if obj is not None and pod_uid(obj) == involved.get("uid"):
+            (pods if kind == "Pod" else jobs).append(obj)
+    for job in jobs:
+        namespace = (job.get("metadata") or {}).get("namespace") or "default"
+        pods += [p for p in view.list("Pod", namespace) if job_owner(p) == pod_uid(job)]
+    return pods, jobs
 
 
 class ClusterSource:
@@ -90,19 +118,27 @@ class ClusterSource:
         jobs = [job for job in view.list("Job") if _suspended(job)]
         # the cache keeps no pod conditions (webhook.kube.trim): the Events say the same
         # draquota's Events saying why a pod or Job waits (a pod says it in its condition too)
-        query = (("fieldSelector", PENDING_EVENTS),)
-        events = list(list_objects(self.client, EVENT, None, query)) if pods or jobs else []
+        events: list[Obj] = []
+        told: list[Obj] = []
+        if pods or jobs:
+            events = self._events(PENDING_EVENTS)
+            told = self._events(PREEMPTED_EVENTS)
         rows = waiting(pods, jobs, events, routes(local_queues))
         return {
             "scope": self.scope,
             "queues": cluster_cards(table, usage, local_queues, rows),
             "waiting": rows,
+            "preempted": preempted(*_involved(view, told), told, routes(local_queues)),
         }
+
+    def _events(self, selector: str) -> list[Obj]:
+        return list(list_objects(self.client, EVENT, None, (("fieldSelector", selector),)))
 
 
 class NamespaceSource:
     """One namespace's LocalQueues (their status carries their ClusterQueue's quota and
-    lending) and what waits there, LISTed on every refresh (namespace read access)."""
+    lending), what waits there and what draquota preempts there (its marks on the pods and
+    Jobs), LISTed on every refresh (namespace read access)."""
 
     def __init__(self, client: KubeClient, namespace: str, why: str) -> None:
         self.client, self.namespace = client, namespace
@@ -137,6 +173,7 @@ class NamespaceSource:
             "problems": problems,
             "queues": namespace_cards(local_queues),
             "waiting": waiting(pods, jobs, events, routes(local_queues)),
+            "preempted": preempted(pods, jobs, (), routes(local_queues)),
         }
 
 

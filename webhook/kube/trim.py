@@ -3,10 +3,11 @@
 A real pod object is several kilobytes (managed fields, env, volumes, probes, status
 conditions, container statuses); a cluster holds tens of thousands of them. The cache
 keeps identity, the queue label, liveness, claims, requests and node selection, what the
-queueing controller orders by (scheduling gates, priority, creation time, pod group), and
-nothing else. tests/webhook/kube/test_trim.py charges every fixture pod both ways and
-checks the answers agree, so that a field a decision starts to read cannot be trimmed
-away unnoticed.
+queueing controller orders by (scheduling gates, priority, creation time, pod group), what
+preemption reads (the QuotaReserved and DisruptionTarget conditions; a Job's start time and
+preempted annotation), and nothing else. tests/webhook/kube/test_trim.py charges every
+fixture pod both ways and checks the answers agree, so that a field a decision starts to
+read cannot be trimmed away unnoticed.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 
 from quota.charge import QUEUE_LABEL
 from quota.waiting import GROUP_LABEL, GROUP_TOTAL_ANNOTATION
+from quota.waitreport import QUOTA_RESERVED
+from webhook.admittedworkloads import DISRUPTION_TARGET, PREEMPTED_ANNOTATION
 
 __all__ = ["trimmed", "trimmed_job", "trimmed_pod"]
 
@@ -44,6 +47,10 @@ _LABELS = (QUEUE_LABEL, GROUP_LABEL)
 _ANNOTATIONS = (GROUP_TOTAL_ANNOTATION,)
 _CONTAINER = ("name", "resources", "restartPolicy")
 _JOB_METADATA = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+_JOB_ANNOTATIONS = (PREEMPTED_ANNOTATION,)
+_CONDITION_TYPES = (QUOTA_RESERVED, DISRUPTION_TARGET)
+# a waiting message is long and read from its Event; why a pod is evicted is kept
+_CONDITION = ("type", "status", "reason", "lastTransitionTime", "message")
 _JOB_SPEC = ("suspend", "parallelism", "completions")
 _STATUS = ("phase", "resourceClaimStatuses")
 
@@ -124,9 +131,24 @@ def _trimmed_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
         "spec": kept_spec if isinstance(spec, Mapping) else spec,
     }
     status = _pick(pod.get("status"), _STATUS)
+    if conditions := _kept_conditions(pod.get("status")):
+        status["conditions"] = conditions
     if status:
         out["status"] = status
     return out
+
+
+def _kept_conditions(status: Any) -> list[dict[str, Any]]:
+    """The conditions preemption reads: when draquota admitted the pod (QuotaReserved) and
+    whether it marked the pod to be evicted (DisruptionTarget)."""
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    if not isinstance(conditions, list):
+        return []
+    return [
+        _pick(c, _CONDITION if c.get("type") == DISRUPTION_TARGET else _CONDITION[:-1])
+        for c in conditions
+        if isinstance(c, Mapping) and c.get("type") in _CONDITION_TYPES
+    ]
 
 
 def trimmed_job(job: Mapping[str, Any]) -> dict[str, Any]:
@@ -137,6 +159,10 @@ def trimmed_job(job: Mapping[str, Any]) -> dict[str, Any]:
     kept_meta = _pick(metadata, _JOB_METADATA)
     if isinstance(metadata, Mapping) and (labels := _pick(metadata.get("labels"), _LABELS)):
         kept_meta["labels"] = labels
+    if isinstance(metadata, Mapping) and (
+        annotations := _pick(metadata.get("annotations"), _JOB_ANNOTATIONS)
+    ):
+        kept_meta["annotations"] = annotations
     kept_spec = _pick(spec, _JOB_SPEC)
     template = spec.get("template") if isinstance(spec, Mapping) else None
     if isinstance(template, Mapping):
@@ -156,6 +182,8 @@ def trimmed_job(job: Mapping[str, Any]) -> dict[str, Any]:
                 _pick(c, ("type", "status")) for c in conditions if isinstance(c, Mapping)
             ]
         }
+    if isinstance(status, Mapping) and "startTime" in status:  # when it was admitted
+        out.setdefault("status", {})["startTime"] = status["startTime"]
     return out
 
 

@@ -16,7 +16,8 @@ from quota.queuetable import queue_table
 from quota.settings import Settings
 from quota.waiting import ADMISSION_GATE, GROUP_LABEL, GROUP_TOTAL_ANNOTATION, waiting_workloads
 from quota.workloads import as_workload
-from webhook.kube.trim import trimmed_pod
+from webhook.admittedworkloads import PREEMPTED_ANNOTATION, is_marked
+from webhook.kube.trim import trimmed_job, trimmed_pod
 from webhook.state import load_state
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "manifests" / "examples"
@@ -152,3 +153,37 @@ def test_pods_share_their_repeated_strings_and_keep_their_values() -> None:
     for pod in pods:
         copied = copy.deepcopy(pod)
         assert trimmed_pod(copied) == trimmed_pod(pod)
+
+
+PREEMPTION = Path(__file__).parent.parent / "fixtures" / "preemption" / "admin"
+
+
+def _recorded(kind: str) -> list[dict[str, Any]]:
+    """Objects recorded from the real control plane mid-preemption
+    (tests/webhook/kube/record_preemption.py)."""
+    text = (PREEMPTION / f"{kind}.yaml").read_text(encoding="utf-8")
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def test_the_cache_keeps_what_preemption_reads() -> None:
+    marked = [p for p in _recorded("pods") if is_marked(p)]
+    assert marked, "the recording has a pod draquota marked for eviction"
+    for pod in marked:
+        assert is_marked(trimmed_pod(pod))
+    admitted = [p for p in _recorded("pods") if _admitted_at(p) is not None]
+    assert admitted and all(_admitted_at(trimmed_pod(p)) == _admitted_at(p) for p in admitted)
+    jobs = [
+        j for j in _recorded("jobs") if PREEMPTED_ANNOTATION in j["metadata"].get("annotations", {})
+    ]
+    assert jobs, "the recording has a Job draquota suspended for a preemptor"
+    for job in jobs:
+        kept = trimmed_job(job)
+        assert kept["metadata"]["annotations"][PREEMPTED_ANNOTATION]
+        assert kept.get("status", {}).get("startTime") == job["status"].get("startTime")
+
+
+def _admitted_at(pod: dict[str, Any]) -> str | None:
+    for condition in (pod.get("status") or {}).get("conditions", []):
+        if condition.get("type") == "QuotaReserved" and condition.get("status") == "True":
+            return str(condition.get("lastTransitionTime"))
+    return None
