@@ -128,6 +128,15 @@ def test_human_output_is_a_table_with_messages(capsys: pytest.CaptureFixture[str
     assert "team-b/nic-test: pod team-b/nic-test: device class nic.example.com not mapped" in out
 
 
+def test_gpu_memory_charges_print_in_the_quotas_unit(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", str(EXAMPLES / "gpu-memory"), "--state", str(STATE)]) == 0
+    rows = {
+        line.split()[2]: line for line in capsys.readouterr().out.splitlines() if line[:4] == "Pod "
+    }
+    assert rows["notebook-1"].endswith("gpu-memory=5Gi, gpus=1")
+    assert " DENIED " in rows["notebook-9"] and " DENIED " in rows["train-0"]
+
+
 def test_malformed_object_is_a_denial_item(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

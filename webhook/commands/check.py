@@ -34,11 +34,12 @@ from quota.derived import DerivedCache
 from quota.errors import InvalidObject
 from quota.flavorfilter import Placer
 from quota.livepods import pod_key, pod_uid, usage_from_pods
-from quota.messages import format_amounts
+from quota.messages import format_amount, format_amounts
 from quota.placement import make_placer
 from quota.queues import LocalQueue, parse_resource_flavor
 from quota.queuetable import QueueTable, queue_table
 from quota.settings import Settings
+from quota.sources import unit_in
 from quota.usage import Usage
 from quota.verdict import Decision
 from quota.workloads import WORKLOAD_KINDS
@@ -189,8 +190,20 @@ def _queue_of(item: dict[str, Any], table: QueueTable) -> str:
     return local.cluster_queue if isinstance(local, LocalQueue) else "-"
 
 
+def _charged(charge: Mapping[str, Any], table: QueueTable) -> str:
+    """What a decision charges, counter and capacity amounts in their queue's unit (`40Gi`)."""
+    queue = table.queues.get(str(charge.get("clusterQueue") or ""))
+    usage = charge.get("usage") or {}
+    if queue is None or not queue.sources:
+        return format_amounts(usage)
+    amounts = (
+        f"{k}={format_amount(k, v, unit_in(queue.sources, k))}" for k, v in sorted(usage.items())
+    )
+    return ", ".join(amounts) or "-"
+
+
 def _table(
-    items: list[dict[str, Any]], wide: bool
+    items: list[dict[str, Any]], wide: bool, queues: QueueTable
 ) -> tuple[tuple[str, ...], list[tuple[Any, ...]]]:
     rows = []
     for item in items:
@@ -204,7 +217,7 @@ def _table(
             item["reason"],
             item["clusterQueue"] or "-",
             ",".join(flavors) or "-",
-            format_amounts(charge.get("usage") or {}) if charge else "-",
+            _charged(charge, queues) if charge else "-",
         )
         if wide:
             selector = ",".join(f"{k}={v}" for k, v in item["nodeSelector"].items())
@@ -312,7 +325,7 @@ def run(args: argparse.Namespace) -> int:
         emit(
             fmt,
             items,
-            lambda wide: _table(items, wide),
+            lambda wide: _table(items, wide, table),
             lambda i: f"{i['kind'].lower()}/{i['name']}",
         )
         if fmt in (None, "wide"):
