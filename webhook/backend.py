@@ -103,7 +103,7 @@ class Ledger(Protocol):
         ...
 
     def knows(self, uid: str) -> bool:
-        """A pod with this UID is cached, or was and is gone."""
+        """A pod with this UID is cached, or a pod or Job with it was and is gone."""
         ...
 
 
@@ -168,7 +168,7 @@ class SyncedUsage:
         return self._synced(lambda pods: pods.held_slots(job, besides))
 
     def knows(self, uid: str) -> bool:
-        """A pod with this UID is cached, or was and is gone."""
+        """A pod with this UID is cached, or a pod or Job with it was and is gone."""
         return self._synced(lambda pods: pods.knows(uid))
 
     def unrecorded_pods(self) -> int:

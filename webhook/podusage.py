@@ -472,7 +472,7 @@ class PodUsage:
         return sum(1 for p in pods if pod_uid(p) != besides and holds_slot(p, self._records, now))
 
     def knows(self, uid: str) -> bool:
-        """A pod with this UID is cached, or was and is gone."""
+        """A pod with this UID is cached, or a pod or Job with it was and is gone."""
         return uid in self._uids or uid in self._gone
 
     def _charge(self, key: str, pod: Obj) -> None:
