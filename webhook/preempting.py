@@ -50,7 +50,16 @@ from webhook.admittedworkloads import Admitted, Workloads, admitted_workloads, i
 from webhook.backend import Ledger
 from webhook.metrics import Metrics
 
-__all__ = ["Evictor", "Plan", "Preemption", "Trial", "plan_preemption", "preemption_message"]
+__all__ = [
+    "Evictor",
+    "Plan",
+    "Preemption",
+    "Trial",
+    "evict_pods",
+    "evict_workload",
+    "plan_preemption",
+    "preemption_message",
+]
 
 log = logging.getLogger("draquota.queueing")
 
@@ -267,14 +276,10 @@ class Preemption:
         for victim in victims:
             workload = found[victim.candidate.key]
             message = preemption_message(preemptor, victim.reason)
-            if workload.kind == "Job":
-                job = workload.objects[0]
-                if not self.evictor.suspend(job, message):
-                    refused.append(f"job {pod_key(job)} not suspended")
-                    continue
-                self.ledger.release([pod_uid(job)])
-            else:
-                refused += self._evict_pods(workload.pods, message)
+            landed, why = evict_workload(self.evictor, self.ledger, workload, message)
+            refused += why
+            if not landed:
+                continue
             workloads.evicted(workload)
             self._pass.finished.add(workload.candidate.key)
             if self.metrics is not None:
@@ -286,19 +291,6 @@ class Preemption:
                 preemptor.subject,
                 victim.reason,
             )
-        return refused
-
-    def _evict_pods(self, pods: Sequence[Obj], message: str) -> list[str]:
-        """Mark every pod, then evict them: a group is evicted whole, even across a crash."""
-        marked = [p for p in pods if is_marked(p) or self.evictor.mark(p, message)]
-        refused = []
-        for pod in marked:
-            why = self.evictor.evict(pod)
-            if why:
-                log.info("eviction of pod %s refused: %s", pod_key(pod), why)
-                refused.append(f"pod {pod_key(pod)}: {why}")
-        if len(marked) < len(pods):
-            refused.append(f"{len(pods) - len(marked)} pod(s) not marked")
         return refused
 
     def _resume(self, evicting: Sequence[Admitted]) -> list[str]:
@@ -313,5 +305,34 @@ class Preemption:
                 continue  # deleted by someone else, or by the Job controller
             self._pass.finished.add(key)
             left = [p for p in workload.pods if not _deleting(p)]
-            refused += self._evict_pods(left, RESUMED)
+            refused += evict_pods(self.evictor, left, RESUMED)
         return refused
+
+
+def evict_workload(
+    evictor: Evictor, ledger: Ledger, workload: Admitted, message: str
+) -> tuple[bool, list[str]]:
+    """Evict one victim: a Job suspended again and its record released, or its pods marked
+    then evicted. (False: a Job that was not suspended), and why what did not land."""
+    if workload.kind == "Job":
+        job = workload.objects[0]
+        if not evictor.suspend(job, message):
+            return False, [f"job {pod_key(job)} not suspended"]
+        ledger.release([pod_uid(job)])
+        return True, []
+    return True, evict_pods(evictor, workload.pods, message)
+
+
+def evict_pods(evictor: Evictor, pods: Sequence[Obj], message: str) -> list[str]:
+    """Mark every pod, then evict them: a group is evicted whole, even across a crash. Why an
+    eviction did not land, per pod."""
+    marked = [p for p in pods if is_marked(p) or evictor.mark(p, message)]
+    refused = []
+    for pod in marked:
+        why = evictor.evict(pod)
+        if why:
+            log.info("eviction of pod %s refused: %s", pod_key(pod), why)
+            refused.append(f"pod {pod_key(pod)}: {why}")
+    if len(marked) < len(pods):
+        refused.append(f"{len(pods) - len(marked)} pod(s) not marked")
+    return refused

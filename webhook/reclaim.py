@@ -34,7 +34,7 @@ from typing import Any
 from quota.charge import Charge, FlavorResource
 from quota.cluster import Obj
 from quota.decision import Prepared, conclude
-from quota.livepods import pod_key, pod_uid
+from quota.livepods import pod_key
 from quota.preemption import Victim
 from quota.preemptionpolicy import NEVER
 from quota.queues import ClusterQueue
@@ -45,7 +45,15 @@ from webhook.admission import AdmissionRequest
 from webhook.admittedworkloads import Admitted, admitted_workloads, is_marked
 from webhook.backend import Backend, Ledger
 from webhook.metrics import Metrics
-from webhook.preempting import RESUMED, Evictor, Plan, plan_preemption, preemption_message
+from webhook.preempting import (
+    RESUMED,
+    Evictor,
+    Plan,
+    evict_pods,
+    evict_workload,
+    plan_preemption,
+    preemption_message,
+)
 
 __all__ = ["Reclaim", "reclaim_only"]
 
@@ -220,14 +228,10 @@ class Reclaim:
         for victim in plan.victims:
             workload = by_key[victim.candidate.key]
             message = preemption_message(preemptor, victim.reason)
-            if workload.kind == "Job":
-                job = workload.objects[0]
-                if not self.evictor.suspend(job, message):
-                    refused.append(f"job {pod_key(job)} not suspended")
-                    continue
-                self.ledger.release([pod_uid(job)])
-            else:
-                refused += self._evict_pods(workload.pods, message)
+            landed, why = evict_workload(self.evictor, self.ledger, workload, message)
+            refused += why
+            if not landed:
+                continue
             if self.metrics is not None:
                 self.metrics.preempted(victim.candidate.cluster_queue, victim.reason)
             log.info(
@@ -239,14 +243,6 @@ class Reclaim:
             )
         return refused
 
-    def _evict_pods(self, pods: Sequence[Obj], message: str) -> list[str]:
-        """Mark every pod, then evict them: a group is evicted whole, even across a crash."""
-        marked = [p for p in pods if is_marked(p) or self.evictor.mark(p, message)]
-        refused = [f"pod {pod_key(p)}: {why}" for p in marked if (why := self.evictor.evict(p))]
-        if len(marked) < len(pods):
-            refused.append(f"{len(pods) - len(marked)} pod(s) not marked")
-        return refused
-
     def _resume(self, evicting: Sequence[Admitted]) -> list[str]:
         """Evict again the marked pods being evicted whose eviction has not landed (refused, or
         a replica died in between): the pod counts on their going."""
@@ -255,7 +251,7 @@ class Reclaim:
             if workload.kind == "Job" or not any(is_marked(p) for p in workload.pods):
                 continue  # the Job controller deletes its pods; others are deleting already
             left = [p for p in workload.pods if not _deleting(p)]
-            refused += self._evict_pods(left, RESUMED)
+            refused += evict_pods(self.evictor, left, RESUMED)
         return refused
 
 
