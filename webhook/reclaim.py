@@ -42,7 +42,7 @@ from quota.usage import Usage
 from quota.verdict import Decision, Verdict
 from quota.waiting import Waiting
 from webhook.admission import AdmissionRequest
-from webhook.admittedworkloads import Admitted, admitted_workloads, is_marked
+from webhook.admittedworkloads import Admitted, admitted_workloads, is_marked, job_priority
 from webhook.backend import Backend, Ledger
 from webhook.metrics import Metrics
 from webhook.preempting import (
@@ -109,10 +109,14 @@ def _deleting(obj: Obj) -> bool:
     return bool(_mapping(obj.get("metadata")).get("deletionTimestamp"))
 
 
-def _preemptor(pod: Obj, queue: str) -> Waiting:
-    """The pod as a preemptor: its priority only from `spec.priority`, which the API server
-    sets from the PriorityClass (and refuses a pod that sets another value itself)."""
-    priority = _mapping(pod.get("spec")).get("priority")
+def _preemptor(pod: Obj, queue: str, priority_classes: Iterable[Obj]) -> Waiting:
+    """The pod (or Job) as a preemptor: a pod's priority only from `spec.priority`, which the
+    API server sets from the PriorityClass (and refuses a pod that sets another value itself);
+    a Job's from its template's PriorityClass, as its pods will get it."""
+    if pod.get("kind") == "Job":
+        priority: Any = job_priority(pod, priority_classes)
+    else:
+        priority = _mapping(pod.get("spec")).get("priority")
     created = _mapping(pod.get("metadata")).get("creationTimestamp")
     return Waiting(
         pod_key(pod),
@@ -153,7 +157,7 @@ class Reclaim:
             return False
         queue = prepared.route.queue
         return (
-            prepared.workload.kind == "Pod"
+            prepared.workload.kind in ("Pod", "Job")
             and prepared.operation == "CREATE"
             and not queue.queues
             and queue.cohort is not None
@@ -179,9 +183,10 @@ class Reclaim:
         table = dataclasses.replace(
             prepared.table, queues={**prepared.table.queues, queue.name: queue}
         )
-        preemptor = _preemptor(pod, queue.name)
+        view = self.backend.state.snapshot()
+        preemptor = _preemptor(pod, queue.name, view.list("PriorityClass"))
         usage = self.ledger.usage()
-        workloads = admitted_workloads(self.backend.state.snapshot(), usage)
+        workloads = admitted_workloads(view, usage)
         cohort = workloads.of(m.name for m in table.members(queue))
         plan = plan_preemption(preemptor, self._trial(prepared, queue), table, cohort, usage)
         if not plan.pending:
@@ -201,23 +206,33 @@ class Reclaim:
             return decision
 
         decision = record(without_victims)
-        if not decision.allowed or (dry_run and not req.dry_run):
+        job = prepared.workload.kind == "Job"  # its pods reclaim, one by one, as they come
+        if not decision.allowed or (dry_run and not req.dry_run and not job):
             return decision
-        warning = _warning(dry_run, plan.victims, plan.evicting)
+        warning = ("its pods " if job else "") + _warning(dry_run, plan.victims, plan.evicting)
         return dataclasses.replace(decision, warnings=(*decision.warnings, warning))
 
     @staticmethod
     def _trial(
         prepared: Prepared, queue: ClusterQueue
     ) -> Callable[[Usage], tuple[Charge, ...] | None]:
-        """The pod's charge in a usage, when it fits there within its nominal quota."""
+        """The pod's charge in a usage, when it fits there within its nominal quota; a Job's
+        pods' charges, each judged as created after the one before (they reclaim so)."""
+        workload = prepared.workload
+        one = prepared
+        if workload.kind == "Job":
+            one = prepared.of(dataclasses.replace(workload, kind="Pod", pods=1))
+        count = max(1, workload.pods) if workload.kind == "Job" else 1
 
         def trial(usage: Usage) -> tuple[Charge, ...] | None:
-            decision = conclude(prepared, usage)
-            charge = decision.charge
-            if not decision.allowed or charge is None:
-                return None
-            return (charge,) if _within_nominal(queue, usage, [charge]) else None
+            held, charges = usage.copy(), []
+            for i in range(count):
+                decision = conclude(one, held)
+                if not decision.allowed or decision.charge is None:
+                    return None
+                charges.append(decision.charge)
+                held.add(f"{_PROBE}trial/{i}", decision.charge)
+            return tuple(charges) if _within_nominal(queue, usage, charges) else None
 
         return trial
 

@@ -205,3 +205,37 @@ def test_a_replica_dying_between_the_evictions_and_the_record_loses_no_preemptor
     assert running(cluster, "ml") == ["ml-0"]
     assert used(cluster, "research") == 3
     assert preempted(replica, "ml", "InCohortReclamation") == 1
+
+
+def _job(name: str, parallelism: int) -> dict[str, Any]:
+    template = gpu_pod("research", "unused")
+    del template["metadata"]["name"]
+    pods = {"metadata": template["metadata"], "spec": template["spec"]}
+    spec = {"parallelism": parallelism, "completions": parallelism, "template": pods}
+    metadata = {"name": name, "namespace": "research"}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": spec}
+
+
+def test_a_job_whose_pods_would_reclaim_is_accepted_and_its_pods_reclaim_as_they_come() -> None:
+    replica = reject_lab()
+    cluster = replica.cluster
+    _ml_borrows_two(replica)
+    answer = cluster.create_job(_job("train", 2))
+    assert answer["allowed"], answer
+    assert answer["warnings"] == [
+        "its pods would reclaim from ClusterQueue ml: evicts ml/ml-1, ml/ml-0"
+    ]
+    assert replica.evictor.marked == []  # nothing is evicted for the Job itself
+    for pod_answer in cluster.run_job(answer["object"]):  # the Job controller makes its pods
+        assert pod_answer["allowed"], pod_answer
+        cluster.clock.now += 1
+    assert sorted(replica.evictor.marked) == ["ml/ml-0", "ml/ml-1"]
+    assert used(cluster, "research") == 4
+
+
+def test_a_job_that_would_go_above_its_nominal_quota_is_still_denied() -> None:
+    replica = reject_lab()
+    _ml_borrows_two(replica)
+    answer = replica.cluster.create_job(_job("big", 3))  # 2 held + 3 > nominal 4
+    assert not answer["allowed"] and answer["status"]["reason"] == "QuotaExceeded"
+    assert replica.evictor.marked == []
