@@ -85,8 +85,8 @@ class LedgerOptions:
     shard_bytes: int = SHARD_BYTES
     # Record writes per second per ClusterQueue on one replica, and at once; an admission
     # waits for its turn at most `write_wait` (and at most half the admission deadline).
-    write_rate: float = 50.0
-    write_burst: float = 100.0
+    write_rate: float = 200.0
+    write_burst: float = 400.0
     write_wait: float = 1.0
     # A shard below its head's index is deleted once it has held no record for this long.
     empty_grace: float = 60.0
