@@ -36,6 +36,7 @@ from quota.usage import Usage
 __all__ = [
     "ADMISSION_GATE",
     "TERMINAL_PHASES",
+    "epoch",
     "is_gated",
     "is_live_job",
     "is_live_pod",
@@ -68,7 +69,8 @@ def pod_uid(pod: Obj) -> str:
     return uid if isinstance(uid, str) else ""
 
 
-def _epoch(timestamp: Any) -> float | None:
+def epoch(timestamp: Any) -> float | None:
+    """An RFC 3339 timestamp of the API server in epoch seconds; None if it is not one."""
     if not isinstance(timestamp, str):
         return None
     try:
@@ -84,7 +86,7 @@ def released_at(pod: Obj) -> float | None:
     timestamp that cannot be read, keeps holding quota until it is gone.
     """
     metadata = _metadata(pod)
-    deleted = _epoch(metadata.get("deletionTimestamp"))
+    deleted = epoch(metadata.get("deletionTimestamp"))
     grace = metadata.get("deletionGracePeriodSeconds")
     if deleted is None or isinstance(grace, bool) or not isinstance(grace, int):
         return None

@@ -24,13 +24,12 @@ it), and a suspended Job that still has its record.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from quota.cluster import ClusterView, Obj
-from quota.livepods import job_owner, pod_key, pod_uid
+from quota.livepods import epoch, job_owner, pod_key, pod_uid
 from quota.preemption import Candidate
 from quota.usage import Usage
 from quota.waiting import group_of
@@ -44,6 +43,7 @@ __all__ = [
     "Admitted",
     "Workloads",
     "admitted_workloads",
+    "is_deleting",
     "is_marked",
 ]
 
@@ -55,15 +55,6 @@ JOB_PREFIX = "Job:"  # `webhook.podusage.job_holder`'s prefix, and a Job candida
 
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
-
-
-def _epoch(timestamp: Any) -> float | None:
-    if not isinstance(timestamp, str):
-        return None
-    try:
-        return dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def _conditions(pod: Obj) -> list[Mapping[str, Any]]:
@@ -81,7 +72,8 @@ def is_marked(pod: Obj) -> bool:
     )
 
 
-def _deleting(obj: Obj) -> bool:
+def is_deleting(obj: Obj) -> bool:
+    """The object was deleted and is going (a pod terminating, its grace not over)."""
     return bool(_mapping(obj.get("metadata")).get("deletionTimestamp"))
 
 
@@ -92,15 +84,15 @@ def _suspended(job: Obj) -> bool:
 def _pod_admitted_at(pod: Obj) -> float:
     for condition in _conditions(pod):
         if condition.get("type") == QUOTA_RESERVED and condition.get("status") == "True":
-            at = _epoch(condition.get("lastTransitionTime"))
+            at = epoch(condition.get("lastTransitionTime"))
             if at is not None:
                 return at
-    return _epoch(_mapping(pod.get("metadata")).get("creationTimestamp")) or 0.0
+    return epoch(_mapping(pod.get("metadata")).get("creationTimestamp")) or 0.0
 
 
 def _job_admitted_at(job: Obj) -> float:
-    started = _epoch(_mapping(job.get("status")).get("startTime"))
-    return started or _epoch(_mapping(job.get("metadata")).get("creationTimestamp")) or 0.0
+    started = epoch(_mapping(job.get("status")).get("startTime"))
+    return started or epoch(_mapping(job.get("metadata")).get("creationTimestamp")) or 0.0
 
 
 def _pod_priority(pod: Obj) -> int:
@@ -225,7 +217,7 @@ def admitted_workloads(state: ClusterView, usage: Usage) -> Workloads:
     for key, members in sorted(loose.items()):
         workload = _pods_workload(usage, key, members)
         pods = [p for _, p in members]
-        stopping = any(_deleting(p) or is_marked(p) for p in pods)
+        stopping = any(is_deleting(p) or is_marked(p) for p in pods)
         (out.evicting if stopping else out.candidates).append(workload)
     for job, job_holders, pods in build.jobs.values():
         workload = _job_workload(usage, job, job_holders, pods, classes)

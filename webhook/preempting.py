@@ -27,7 +27,6 @@ most ATTEMPTS_PER_PASS waiting workloads are judged for preemption per pass, in 
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -35,7 +34,7 @@ from typing import Protocol
 
 from quota.charge import Charge, FlavorResource
 from quota.cluster import ClusterView, Obj
-from quota.livepods import job_owner, pod_key, pod_uid
+from quota.livepods import epoch, job_owner, pod_key, pod_uid
 from quota.preemption import (
     IN_CLUSTER_QUEUE,
     IN_COHORT_RECLAIM_WHILE_BORROWING,
@@ -46,7 +45,13 @@ from quota.preemption import (
 from quota.queuetable import QueueTable
 from quota.usage import Usage
 from quota.waiting import Waiting
-from webhook.admittedworkloads import Admitted, Workloads, admitted_workloads, is_marked
+from webhook.admittedworkloads import (
+    Admitted,
+    Workloads,
+    admitted_workloads,
+    is_deleting,
+    is_marked,
+)
 from webhook.backend import Ledger
 from webhook.metrics import Metrics
 
@@ -56,9 +61,11 @@ __all__ = [
     "Preemption",
     "Trial",
     "evict_pods",
+    "evict_victim",
     "evict_workload",
     "plan_preemption",
     "preemption_message",
+    "resume_evictions",
 ]
 
 log = logging.getLogger("draquota.queueing")
@@ -98,13 +105,6 @@ class Evictor(Protocol):
         ...
 
 
-def _epoch(timestamp: str) -> float | None:
-    try:
-        return dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def preemption_message(preemptor: Waiting, reason: str) -> str:
     """What a victim is told, in Kueue's wording, naming the preemptor and its ClusterQueue."""
     obj = preemptor.pods[0]
@@ -115,10 +115,6 @@ def preemption_message(preemptor: Waiting, reason: str) -> str:
         f"{HUMAN_REASONS.get(reason, 'UNKNOWN')} by ClusterQueue {preemptor.cluster_queue}; "
         f"preemptor: {preemptor.subject}"
     )
-
-
-def _deleting(obj: Obj) -> bool:
-    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def _needs(charges: Iterable[Charge]) -> frozenset[FlavorResource]:
@@ -171,7 +167,7 @@ def plan_preemption(
     charges = trial(base)
     if charges is not None:
         return Plan((), evicting, charges) if evicting else Plan()
-    created = _epoch(preemptor.created) or 0.0
+    created = epoch(preemptor.created) or 0.0
     candidates = [w.candidate for w in cohort.candidates]
 
     def fits(view: Usage) -> bool:
@@ -275,38 +271,48 @@ class Preemption:
         refused: list[str] = []
         for victim in victims:
             workload = found[victim.candidate.key]
-            message = preemption_message(preemptor, victim.reason)
-            landed, why = evict_workload(self.evictor, self.ledger, workload, message)
-            refused += why
-            if not landed:
-                continue
-            workloads.evicted(workload)
-            self._pass.finished.add(workload.candidate.key)
-            if self.metrics is not None:
-                self.metrics.preempted(victim.candidate.cluster_queue, victim.reason)
-            log.info(
-                "preempted %s of ClusterQueue %s for %s (%s)",
-                victim.candidate.key,
-                victim.candidate.cluster_queue,
-                preemptor.subject,
-                victim.reason,
+            landed, why = evict_victim(
+                self.evictor, self.ledger, self.metrics, preemptor, victim, workload, "preempted"
             )
+            refused += why
+            if landed:
+                workloads.evicted(workload)
+                self._pass.finished.add(workload.candidate.key)
         return refused
 
     def _resume(self, evicting: Sequence[Admitted]) -> list[str]:
         """Evict again the pods of workloads being evicted that are still not deleted (their
         eviction was refused, or a former leader stopped midway), once per pass."""
-        refused: list[str] = []
-        for workload in evicting:
-            key = workload.candidate.key
-            if workload.kind == "Job" or key in self._pass.finished:
-                continue
-            if not any(is_marked(p) for p in workload.pods):
-                continue  # deleted by someone else, or by the Job controller
-            self._pass.finished.add(key)
-            left = [p for p in workload.pods if not _deleting(p)]
-            refused += evict_pods(self.evictor, left, RESUMED)
-        return refused
+        todo = [w for w in evicting if w.candidate.key not in self._pass.finished]
+        self._pass.finished.update(w.candidate.key for w in todo)
+        return resume_evictions(self.evictor, todo)
+
+
+def evict_victim(
+    evictor: Evictor,
+    ledger: Ledger,
+    metrics: Metrics | None,
+    preemptor: Waiting,
+    victim: Victim,
+    workload: Admitted,
+    verb: str,
+) -> tuple[bool, list[str]]:
+    """Evict one victim for `preemptor` (`evict_workload`), counted in
+    `draquota_preempted_workloads_total` and logged as `verb` once it landed."""
+    message = preemption_message(preemptor, victim.reason)
+    landed, refused = evict_workload(evictor, ledger, workload, message)
+    if landed:
+        if metrics is not None:
+            metrics.preempted(victim.candidate.cluster_queue, victim.reason)
+        log.info(
+            "%s %s of ClusterQueue %s for %s (%s)",
+            verb,
+            victim.candidate.key,
+            victim.candidate.cluster_queue,
+            preemptor.subject,
+            victim.reason,
+        )
+    return landed, refused
 
 
 def evict_workload(
@@ -335,4 +341,17 @@ def evict_pods(evictor: Evictor, pods: Sequence[Obj], message: str) -> list[str]
             refused.append(f"pod {pod_key(pod)}: {why}")
     if len(marked) < len(pods):
         refused.append(f"{len(pods) - len(marked)} pod(s) not marked")
+    return refused
+
+
+def resume_evictions(evictor: Evictor, evicting: Iterable[Admitted]) -> list[str]:
+    """Evict again the marked pods of workloads being evicted that are not deleting yet (their
+    eviction was refused, or a replica stopped midway); a Job's pods are the Job controller's
+    to delete, and an unmarked workload is deleting by someone else's hand."""
+    refused: list[str] = []
+    for workload in evicting:
+        if workload.kind == "Job" or not any(is_marked(p) for p in workload.pods):
+            continue
+        left = [p for p in workload.pods if not is_deleting(p)]
+        refused += evict_pods(evictor, left, RESUMED)
     return refused

@@ -29,7 +29,6 @@ to a crash midway: its record is released, never started again.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -44,7 +43,7 @@ from quota.decision import Prepared, conclude, conclude_job, prepare
 from quota.derived import DerivedCache
 from quota.errors import DraquotaError
 from quota.flavorfilter import Placer
-from quota.livepods import pod_key, pod_uid
+from quota.livepods import epoch, pod_key, pod_uid
 from quota.queuetable import QueueTable, queue_table
 from quota.settings import Settings
 from quota.together import Member, conclude_in_turn
@@ -289,7 +288,7 @@ class QueueController:
     def _observe(self, workload: Waiting) -> None:
         if self._preemption is not None:
             self._preemption.admitted(workload)
-        created = _epoch(workload.created)
+        created = epoch(workload.created)
         if self.metrics is not None and created is not None:
             self.metrics.observe_wait(workload.cluster_queue, self.wall() - created)
 
@@ -356,10 +355,3 @@ def _recorded_as_is(job: Obj, record: Charge | None) -> bool:
         return as_workload(job).pods <= record.pods
     except DraquotaError:
         return False
-
-
-def _epoch(timestamp: str) -> float | None:
-    try:
-        return dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None

@@ -27,7 +27,6 @@ and no other admission can take that overlap, since every other decision counts 
 from __future__ import annotations
 
 import dataclasses
-import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -42,22 +41,19 @@ from quota.usage import Usage
 from quota.verdict import Decision, Verdict
 from quota.waiting import Waiting
 from webhook.admission import AdmissionRequest
-from webhook.admittedworkloads import Admitted, admitted_workloads, is_marked, job_priority
+from webhook.admittedworkloads import Admitted, admitted_workloads, job_priority
 from webhook.backend import Backend, Ledger
 from webhook.metrics import Metrics
 from webhook.preempting import (
-    RESUMED,
     Evictor,
     Plan,
-    evict_pods,
-    evict_workload,
+    evict_victim,
     plan_preemption,
-    preemption_message,
+    resume_evictions,
 )
 
 __all__ = ["Reclaim", "reclaim_only"]
 
-log = logging.getLogger("draquota.reclaim")
 
 Evaluate = Callable[[Usage], Decision]
 _PROBE = "\0reclaim/"  # holders of the preemptor's charges while it is judged
@@ -103,10 +99,6 @@ def _without(usage: Usage, holders: Iterable[str]) -> Usage:
 
 def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
-
-
-def _deleting(obj: Obj) -> bool:
-    return bool(_mapping(obj.get("metadata")).get("deletionTimestamp"))
 
 
 def _preemptor(pod: Obj, queue: str, priority_classes: Iterable[Obj]) -> Waiting:
@@ -192,7 +184,8 @@ class Reclaim:
         if not plan.pending:
             return denied
         if not dry_run:
-            refused = self._resume(plan.evicting) + self._evict(preemptor, plan, cohort.candidates)
+            refused = resume_evictions(self.evictor, plan.evicting)
+            refused += self._evict(preemptor, plan, cohort.candidates)
             if refused:
                 return _refused(denied, refused)
         gone = [h for v in plan.victims for h in v.candidate.holders]
@@ -242,31 +235,9 @@ class Reclaim:
         refused: list[str] = []
         for victim in plan.victims:
             workload = by_key[victim.candidate.key]
-            message = preemption_message(preemptor, victim.reason)
-            landed, why = evict_workload(self.evictor, self.ledger, workload, message)
-            refused += why
-            if not landed:
-                continue
-            if self.metrics is not None:
-                self.metrics.preempted(victim.candidate.cluster_queue, victim.reason)
-            log.info(
-                "reclaimed %s of ClusterQueue %s for %s (%s)",
-                victim.candidate.key,
-                victim.candidate.cluster_queue,
-                preemptor.subject,
-                victim.reason,
-            )
-        return refused
-
-    def _resume(self, evicting: Sequence[Admitted]) -> list[str]:
-        """Evict again the marked pods being evicted whose eviction has not landed (refused, or
-        a replica died in between): the pod counts on their going."""
-        refused: list[str] = []
-        for workload in evicting:
-            if workload.kind == "Job" or not any(is_marked(p) for p in workload.pods):
-                continue  # the Job controller deletes its pods; others are deleting already
-            left = [p for p in workload.pods if not _deleting(p)]
-            refused += evict_pods(self.evictor, left, RESUMED)
+            refused += evict_victim(
+                self.evictor, self.ledger, self.metrics, preemptor, victim, workload, "reclaimed"
+            )[1]
         return refused
 
 
