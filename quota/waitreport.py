@@ -21,6 +21,7 @@ __all__ = [
     "PENDING_EVENTS",
     "QUOTA_RESERVED",
     "ShownWait",
+    "latest_messages",
     "parse_wait",
     "pending_messages",
     "quota_reserved",
@@ -70,10 +71,15 @@ def quota_reserved(pod: Mapping[str, Any]) -> tuple[str, str]:
 
 def pending_messages(events: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     """UID of the object -> the message of draquota's latest `Pending` Event about it."""
+    return latest_messages(events, PENDING)
+
+
+def latest_messages(events: Iterable[Mapping[str, Any]], reason: str) -> dict[str, str]:
+    """UID of the object -> the message of draquota's latest Event with `reason` about it."""
     latest: dict[str, tuple[str, str]] = {}
     for event in events:
         involved, source = _mapping(event.get("involvedObject")), _mapping(event.get("source"))
-        if event.get("reason") != PENDING or source.get("component") != COMPONENT:
+        if event.get("reason") != reason or source.get("component") != COMPONENT:
             continue
         uid, when = str(involved.get("uid") or ""), str(event.get("lastTimestamp") or "")
         if uid and when >= latest.get(uid, ("", ""))[0]:

@@ -41,7 +41,7 @@ from quota.routing import DEFAULT_LOCAL_QUEUE
 from quota.status import cluster_queue_summary
 from quota.usage import Usage
 from quota.waiting import GROUP_LABEL
-from quota.waitreport import COMPONENT, pending_messages, quota_reserved
+from quota.waitreport import COMPONENT, latest_messages, pending_messages, quota_reserved
 from quota.waitreport import parse_wait as _parse
 from webhook.commands._workloads import preempted_because
 
@@ -269,15 +269,7 @@ def _order(row: Mapping[str, Any]) -> tuple[str, int, str, str]:
 
 def preempted_messages(events: Iterable[Mapping[str, Any]]) -> dict[str, str]:
     """UID of the object -> the message of draquota's latest `Preempted` Event about it."""
-    latest: dict[str, tuple[str, str]] = {}
-    for event in events:
-        involved, source = _mapping(event.get("involvedObject")), _mapping(event.get("source"))
-        if event.get("reason") != PREEMPTED or source.get("component") != COMPONENT:
-            continue
-        uid, when = str(involved.get("uid") or ""), str(event.get("lastTimestamp") or "")
-        if uid and when >= latest.get(uid, ("", ""))[0]:
-            latest[uid] = (when, str(event.get("message") or ""))
-    return {uid: message for uid, (_, message) in latest.items()}
+    return latest_messages(events, PREEMPTED)
 
 
 def _stopping(pod: Obj) -> bool:
