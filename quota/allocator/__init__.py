@@ -24,11 +24,12 @@ from decimal import Decimal
 from typing import Any
 
 from quota.allocator.budget import Budget
+from quota.allocator.candidates import SelectorMemo
 from quota.allocator.devices import Device, DeviceID, Slice, parse_slice
 from quota.allocator.errors import AllocationError, BudgetExceeded, InvalidPoolsError
 from quota.allocator.pools import Pool, gather_pools
 from quota.allocator.result import allocation_result
-from quota.allocator.search import Search, SelectorMemo
+from quota.allocator.search import Search
 from quota.claims import claim_spec_of
 from quota.claimspec import ClaimSpec, parse_claim_spec
 from quota.deviceclasses import DeviceClass, parse_device_class

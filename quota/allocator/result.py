@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from quota.allocator.errors import AllocationError
-from quota.allocator.search import Pick, Request
+from quota.allocator.requests import Request
+from quota.allocator.tentative import Pick
 from quota.claimspec import ClaimSpec
 
 __all__ = ["allocation_result"]

@@ -19,11 +19,11 @@ from typing import Any
 
 from quota.allocations import Allocated, ClaimAllocations
 from quota.allocator import AllocationError, Budget
+from quota.allocator.candidates import SelectorMemo
 from quota.allocator.cel import compile_selector
 from quota.allocator.devices import Device, Slice, parse_slice
 from quota.allocator.nodes import node_matches
 from quota.allocator.pools import Pool, gather_pools
-from quota.allocator.search import SelectorMemo
 from quota.allocator.taintrules import apply_taint_rules, parse_taint_rule
 from quota.claimspec import ExactRequest
 from quota.cluster import ClusterView, meta_of
