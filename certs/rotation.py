@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from certs.authority import create_ca
 from certs.bundle import merge_bundle, prune_bundle
@@ -89,7 +90,17 @@ def serving_problems(
         problems.append(f"serving certificate lacks names {', '.join(missing)}")
     if not _issued_by(cert, material.ca.cert):
         problems.append("serving certificate not issued by the current CA")
+    if not _client_auth(cert):  # a replica presents it when it forwards an admission
+        problems.append("serving certificate not usable for client authentication")
     return problems
+
+
+def _client_auth(cert: x509.Certificate) -> bool:
+    try:
+        usage = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    except x509.ExtensionNotFound:
+        return True  # no restriction
+    return ExtendedKeyUsageOID.CLIENT_AUTH in usage
 
 
 def plan(

@@ -71,7 +71,9 @@ def subject_alt_names(
 
 
 def create_serving_cert(ca: KeyPair, spec: ServingSpec, now: datetime) -> KeyPair:
-    """A leaf for TLS servers: SANs of `spec`, serverAuth, never outliving its CA."""
+    """A leaf for the webhook's replicas: SANs of `spec`, never outliving its CA; serverAuth,
+    and clientAuth because a replica presents it to the elected one when it forwards an
+    admission (`webhook.forwarding`)."""
     if spec.days < 1:
         raise ValueError(f"serving certificate validity must be at least 1 day, got {spec.days}")
     dns_names = spec.all_dns_names()
@@ -104,7 +106,12 @@ def create_serving_cert(ca: KeyPair, spec: ServingSpec, now: datetime) -> KeyPai
             ),
             critical=True,
         )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.ExtendedKeyUsage(
+                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+            ),
+            critical=False,
+        )
         .add_extension(x509.SubjectAlternativeName(alt_names), critical=False)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .add_extension(

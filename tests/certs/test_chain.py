@@ -51,7 +51,10 @@ def test_serving_cert_is_a_server_leaf(material: TlsMaterial) -> None:
     assert _ext(cert, x509.BasicConstraints).value.ca is False
     usage = _ext(cert, x509.KeyUsage).value
     assert usage.digital_signature and usage.key_encipherment and not usage.key_cert_sign
-    assert list(_ext(cert, x509.ExtendedKeyUsage).value) == [ExtendedKeyUsageOID.SERVER_AUTH]
+    assert list(_ext(cert, x509.ExtendedKeyUsage).value) == [
+        ExtendedKeyUsageOID.SERVER_AUTH,
+        ExtendedKeyUsageOID.CLIENT_AUTH,  # presented by a replica forwarding an admission
+    ]
     assert cert.not_valid_after_utc - NOW == timedelta(days=SPEC.days)
     assert cert.not_valid_before_utc < NOW  # backdated for peers whose clock lags
     assert material.serving.matches()
@@ -89,9 +92,11 @@ def test_rfc5280_verifier_rejects_other_names_and_expired_certs(material: TlsMat
         expired.verify(material.serving.cert, [])
 
 
-def _openssl_verify(ca_file: Path, cert_file: Path) -> subprocess.CompletedProcess[str]:
+def _openssl_verify(
+    ca_file: Path, cert_file: Path, purpose: str = "sslserver"
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["openssl", "verify", "-purpose", "sslserver", "-CAfile", str(ca_file), str(cert_file)],
+        ["openssl", "verify", "-purpose", purpose, "-CAfile", str(ca_file), str(cert_file)],
         capture_output=True,
         text=True,
         timeout=30,
@@ -119,3 +124,12 @@ def test_openssl_verifies_the_chain_before_and_after_a_ca_rotation(tmp_path: Pat
     # ... while the old CA alone does not trust the new one: the bundle is what matters.
     result = _openssl_verify(tmp_path / "old-ca.crt", tmp_path / "after" / "tls.crt")
     assert result.returncode != 0
+
+
+def test_openssl_accepts_the_serving_certificate_as_a_client_certificate(tmp_path: Path) -> None:
+    # A replica presents it to the elected one, whose TLS server checks this purpose.
+    from datetime import UTC, datetime
+
+    write_material(tmp_path, issue(SPEC, datetime.now(UTC)))
+    result = _openssl_verify(tmp_path / "ca.crt", tmp_path / "tls.crt", purpose="sslclient")
+    assert result.returncode == 0, result.stderr

@@ -7,7 +7,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from certs.keypair import KeyPair
 from certs.material import TlsMaterial
 from certs.rotation import Rotator, plan, rotate_ca
 from certs.serving import ServingSpec
@@ -91,6 +95,31 @@ def test_serving_cert_from_another_ca_is_renewed(material: TlsMaterial) -> None:
     mixed = TlsMaterial(ca=material.ca, bundle=material.bundle, serving=other.serving)
     step = plan(mixed, SPEC, NOW)
     assert step is not None and "not issued by the current CA" in step[1]
+
+
+def test_a_serving_cert_a_replica_cannot_present_as_client_is_renewed(
+    material: TlsMaterial,
+) -> None:
+    """Issued before replicas forwarded to each other: serverAuth only."""
+    current = material.serving.cert
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(current.subject)
+        .issuer_name(current.issuer)
+        .public_key(current.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(current.not_valid_before_utc)
+        .not_valid_after(current.not_valid_after_utc)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+    )
+    for extension in current.extensions:
+        if not isinstance(extension.value, x509.ExtendedKeyUsage):
+            builder = builder.add_extension(extension.value, extension.critical)
+    server_only = builder.sign(material.ca.key.key(), hashes.SHA256())
+    old = TlsMaterial(material.ca, material.bundle, KeyPair(server_only, material.serving.key))
+    step = plan(old, SPEC, NOW)
+    assert step is not None and "client authentication" in step[1]
+    assert plan(step[0], SPEC, NOW) is None  # the renewed one is fine
 
 
 class FakeStore:
