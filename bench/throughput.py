@@ -31,6 +31,7 @@ draquota replica's `draquota_ledger_writes_total` by outcome; the ratios of the 
 Everything started is stopped, also on error or SIGTERM. Only 127.0.0.1 is loaded.
 
     .venv/bin/python bench/throughput.py [--pods 400] [--clients 8] [--bursts 1] [--json]
+                                         [--phases ABCDE]   # a subset, e.g. CD
 """
 
 from __future__ import annotations
@@ -275,7 +276,9 @@ def _draquota(
         counters.replicas = installed.replicas
         cluster.apply(yaml.safe_dump_all(draquota_objects(installed)))
         wait_for(Scenario(installed, NAME, []).queue_active, "the ClusterQueue Active")
-        runs = run_phase("D", apis, counters, args, until)
+        runs = run_phase("D", apis, counters, args, until) if "D" in args.phases else []
+        if "E" not in args.phases:
+            return runs
         first = installed.replicas[0]
         for index in (1, 2):
             added = Replica(
@@ -300,15 +303,20 @@ def _draquota(
 def _phases(
     cluster: Any, work: Path, apis: list[Any], args: argparse.Namespace, until: float
 ) -> list[dict[str, Any]]:
-    counters = Counters(cluster, apis[0])
-    runs = run_phase("A", apis, counters, args, until)
-    cluster.apply(yaml.safe_dump(resource_quota()))
-    wait_for(lambda: _quota_counted(apis[0]), "the ResourceQuota's status")
-    runs += run_phase("B", apis, counters, args, until)
-    cluster.kubectl("delete", "resourcequota", NAME, "-n", NAME)
-    with allow_all_server(cluster, work, counters.pids):
-        runs += run_phase("C", apis, counters, args, until)
-    return runs + _draquota(cluster, work, apis, counters, args, until)
+    counters, runs = Counters(cluster, apis[0]), []
+    if "A" in args.phases:
+        runs += run_phase("A", apis, counters, args, until)
+    if "B" in args.phases:
+        cluster.apply(yaml.safe_dump(resource_quota()))
+        wait_for(lambda: _quota_counted(apis[0]), "the ResourceQuota's status")
+        runs += run_phase("B", apis, counters, args, until)
+        cluster.kubectl("delete", "resourcequota", NAME, "-n", NAME)
+    if "C" in args.phases:
+        with allow_all_server(cluster, work, counters.pids):
+            runs += run_phase("C", apis, counters, args, until)
+    if "D" in args.phases or "E" in args.phases:
+        runs += _draquota(cluster, work, apis, counters, args, until)
+    return runs
 
 
 def setup(cluster: Any) -> None:
@@ -370,6 +378,9 @@ def main(argv: list[str] | None = None) -> int:
         "--bursts", type=int, choices=range(1, 11), default=1, help="bursts per phase and pod kind"
     )
     parser.add_argument("--max-seconds", type=float, default=1800.0)
+    parser.add_argument(
+        "--phases", default="ABCDE", help="which phases to run, in order (default ABCDE)"
+    )
     parser.add_argument("--json", action="store_true")
     return run_live(parser.parse_args(argv), measure, report)
 

@@ -187,6 +187,7 @@ class Admission:
             return Outcome(True, patch=tuple(covered_pod_patch(pod, wanted)))
         outcome = _on_flavor_nodes(req, pod, wanted, "its Job is")
         if outcome.allowed and not req.dry_run:
+            self.ledger.ensure_elected()  # the slots of a record are counted in one place
             self.jobs.covered(pod, job)
         return outcome
 
@@ -277,7 +278,8 @@ class Admission:
         queue, uid = prepared.route.queue.name, uid or _digest_id(req.uid)
 
         def record(judge: Callable[[Usage], Decision]) -> Decision:
-            return self.ledger.admit(uid, judge, dry_run, key, cluster_queue=queue)
+            # a pod created is visible by itself: its record may follow the answer
+            return self.ledger.admit(uid, judge, dry_run, key, cluster_queue=queue, behind=True)
 
         decision = record(evaluate)
         if self.reclaim is None or not Reclaim.applies(prepared, decision):

@@ -23,6 +23,8 @@ from webhook.admission import AdmissionRequest, BadReview, Outcome, parse_review
 from webhook.admit import Admission
 from webhook.asgi import Answer, BadBody, Receive, Scope, WebhookApp, json_answer, read_body
 from webhook.backend import Backend, Ledger
+from webhook.forwarding import FORWARDED_HEADER, Forwarded, Forwarder, denial
+from webhook.kube.elected import HeldElsewhere
 from webhook.kube.metricsauth import Verdict
 from webhook.metrics import Metrics, queue_label, reason_label, resource_label
 from webhook.placementcache import CachedPlacer
@@ -52,6 +54,13 @@ def _client_cert(scope: Scope) -> bool:
     return tls.get("client_cert_name") is not None
 
 
+_FORWARDED = FORWARDED_HEADER.lower().encode("latin-1")
+
+
+def _forwarded(scope: Scope) -> bool:
+    return any(name == _FORWARDED for name, _ in scope["headers"])
+
+
 def _json(status: int, document: Any) -> Response:
     return Response(orjson.dumps(document), status_code=status, media_type="application/json")
 
@@ -68,6 +77,7 @@ def create_app(
     require_client_cert: bool = False,
     metrics_auth: Callable[[str | None], Verdict] | None = None,
     evictor: Evictor | None = None,
+    forwarder: Forwarder | None = None,
 ) -> WebhookApp:
     """The webhook app over this cluster view and ledger (SPEC §6).
 
@@ -80,6 +90,14 @@ def create_app(
 
     With `evictor` (the queue controller's, in a live cluster), a pod of a Reject-mode
     ClusterQueue may reclaim the quota its cohort borrowed (`webhook.reclaim`).
+
+    With `forwarder` (several replicas on a live cluster), only the elected replica holds
+    quota: the others forward it pod creates, and whatever they find would hold quota
+    (`HeldElsewhere`); they answer the rest themselves (`webhook.forwarding`). The header
+    that marks a forwarded request grants nothing a direct call does not have: at the
+    elected replica it is decided as any other; anywhere else what would hold quota is
+    refused, never forwarded again (so two replicas that disagree about the holder cannot
+    loop).
     """
     metrics = metrics or Metrics()
     metrics.watch(backend, ledger, settings)
@@ -88,14 +106,13 @@ def create_app(
     # Every decision runs off the event loop, at most admission_workers at once, and is
     # answered by its deadline: the loop stays free for handshakes, probes and scrapes.
     runner = AdmissionRunner(settings.admission_workers, settings.admission_deadline_seconds)
-    # A decision is tried on the event loop when nothing on its path talks to the network
-    # and its placement is cached. Whatever could still wait (a placement search, the
-    # ledger's view in use or far behind) raises Offload before it starts, and the decision
-    # runs on a worker. (Dry runs of a live ledger on the loop were measured: /mutate's own
-    # time fell from 8 to 1 ms at 8 connections, /validate's rose as much; not kept.)
+    # A decision is tried on the event loop when its placement is cached, on a live
+    # cluster too: every step that could wait (an object fetched from the API server, a
+    # placement search, a QuotaLedger write, the ledger's view in use or far behind) raises
+    # Offload before it starts, and the decision runs on a worker. Deciding inline on a
+    # live cluster raised one replica's create throughput (bench/throughput.py).
     cached = placer if isinstance(placer, CachedPlacer) else None
-    may_inline = not backend.blocking_io and not ledger.blocking_io
-    may_inline = may_inline and (placer is None or cached is not None)
+    may_inline = placer is None or cached is not None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -105,6 +122,8 @@ def create_app(
         finally:
             backend.stop()
             runner.shutdown()
+            if forwarder is not None:
+                await forwarder.aclose()
 
     app = WebhookApp(
         title="draquota", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None
@@ -112,6 +131,12 @@ def create_app(
     app.state.admission = admission
     app.state.metrics = metrics
     app.state.runner = runner
+
+    async def forward(body: bytes) -> Forwarded:
+        assert forwarder is not None  # HeldElsewhere is raised only by an elected ledger
+        sent = await forwarder.forward(body)
+        metrics.forwarded(sent.outcome)
+        return sent
 
     async def handle(scope: Scope, receive: Receive, endpoint: str) -> Answer:
         started = time.perf_counter()
@@ -134,6 +159,13 @@ def create_app(
             message = f"not an admission.k8s.io/v1 AdmissionReview: {exc}"
             return json_answer(400, {"error": message, "code": 400})
         mutating = endpoint == "mutate"
+        forwarded, tried = _forwarded(scope), None
+        if forwarder is not None and not mutating and forwarder.sends(req, forwarded):
+            # A pod create goes straight to the elected replica. Only if that one cannot be
+            # reached is it decided here, where what would hold quota is refused.
+            tried = await forward(body)
+            if tried.outcome == "forwarded":
+                return tried.answer
         decision: Decision | None = None
         try:
             quick = (
@@ -157,6 +189,11 @@ def create_app(
                     f"{runner.deadline:g}s ({runner.busy()} of {runner.workers} workers busy): "
                     "submit again",
                 )
+        except HeldElsewhere:  # it would hold quota, and another replica is elected
+            if forwarded:  # the holder moved on the way: never forwarded twice, no loops
+                metrics.forwarded("moved")
+                return denial(body, "the replica that admits changed while this was forwarded")
+            return (tried or await forward(body)).answer
         except QueueFull as full:
             log.info("admission refused: queue full", extra={"uid": req.uid, "flow": full.flow})
             outcome = _too_many(req, full)
@@ -204,6 +241,8 @@ def create_app(
         ready, why = backend.ready()
         if ready and not certs_ready():
             ready, why = False, "serving certificate not loaded"
+        if ready and forwarder is not None:
+            ready, why = forwarder.ready()
         if ready:
             wedged, reason = runner.wedged()
             ready, why = (False, reason) if wedged else (ready, why)

@@ -77,12 +77,14 @@ class Ledger(Protocol):
         pod: str = "",
         existing: bool = False,
         cluster_queue: str = "",
+        behind: bool = False,
     ) -> Decision:
         """Evaluate against current usage without the pod's own holders; when allowed and not
         dry_run, record the charge as pod `uid`'s admitted charge (`pod`: its `ns/name`;
         `existing`: the pod exists and is re-checked, e.g. a resize; `cluster_queue`: the
         ClusterQueue the pod was routed to, when known before deciding, so that a ledger
-        locking per cohort can lock first and decide once)."""
+        locking per cohort can lock first and decide once; `behind`: the admitted object is
+        visible by itself once created, so the record may be written after the answer)."""
         ...
 
     def record(self, uid: str) -> Charge | None:
@@ -91,6 +93,11 @@ class Ledger(Protocol):
 
     def release(self, uids: list[str]) -> None:
         """Delete these admission records (the queue takes back a group it could not start)."""
+        ...
+
+    def ensure_elected(self) -> None:
+        """Raise `webhook.kube.elected.HeldElsewhere` when another replica is the one that
+        holds quota (before acting for an admission, e.g. evicting to reclaim for it)."""
         ...
 
     def users(self, kind: str, namespace: str, name: str) -> list[Obj]:
@@ -243,6 +250,7 @@ class MemoryLedger(SyncedUsage):
         pod: str = "",
         existing: bool = False,
         cluster_queue: str = "",
+        behind: bool = False,
     ) -> Decision:
         if not valid_reservation_id(uid):
             raise ValueError(f"invalid admission id {uid!r:.80}")
@@ -256,6 +264,9 @@ class MemoryLedger(SyncedUsage):
                 self._expiry.pop(uid, None)
                 self._expiry[uid] = self._clock() + self._settings.reservation_ttl_seconds
             return decision
+
+    def ensure_elected(self) -> None:
+        """The embedded ledger is the only one: always elected."""
 
     def release(self, uids: list[str]) -> None:
         with self._view_lock:

@@ -4,7 +4,12 @@ Which cluster view, ledger and placer the webhook decides with, and the componen
 run beside them. `serve` builds one `Wiring` and hands it to the app; the app's lifespan
 starts `backend`, which starts the components in the order `InOrder` lists them and
 stops them in reverse: the queueing controller stops before the ledger it admits
-through, and the queueing Lease is released once nothing can admit any more.
+through, the ledger writes what it admitted, and the Lease is released once nothing can
+admit any more.
+
+The Lease elects the replica that admits: the only one that decides admissions that hold
+quota (`webhook.kube.ledger`) and the one that runs the queue. The others forward such
+requests to it at the address it advertises on the Lease (`webhook.forwarding`).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from quota.placement import make_placer
 from quota.settings import Settings
@@ -28,6 +33,7 @@ from webhook.statedir import StateDirBackend
 
 if TYPE_CHECKING:
     from webhook.kube.evictor import KubeEvictor
+    from webhook.kube.lease import LeaseElector
 
 __all__ = ["LEASE_NAME", "LEASE_NAMESPACE", "InOrder", "Wiring", "embedded", "live"]
 
@@ -68,13 +74,15 @@ class InOrder:
 @dataclass(frozen=True)
 class Wiring:
     """What the app decides with; `metrics_auth` (None: /metrics is open) who may scrape;
-    `evictor` (None: no preemption at admission) what evicts for Reject-mode reclaim."""
+    `evictor` (None: no preemption at admission) what evicts for Reject-mode reclaim;
+    `elector` (None: this replica admits everything itself) which replica admits."""
 
     backend: Backend
     ledger: Ledger
     placer: CachedPlacer
     metrics_auth: Callable[[str | None], Verdict] | None = None
     evictor: Evictor | None = None
+    elector: LeaseElector | None = None
 
 
 def cached_placer(backend: Backend) -> CachedPlacer:
@@ -93,16 +101,20 @@ def live(
     metrics: Metrics,
     *,
     metrics_auth: bool = True,
+    address: str = "",
 ) -> Wiring | str:
     """A live cluster: informers, the QuotaLedger, queue status, the placement index warmed
-    before ready, and the Lease-elected queueing controller; with `metrics_auth`, /metrics
-    for whom the API server allows (TokenReview + SubjectAccessReview). A string says why not.
+    before ready, and the Lease-elected admitting replica and queueing controller; with
+    `metrics_auth`, /metrics for whom the API server allows (TokenReview +
+    SubjectAccessReview); `address` where the other replicas reach this one when it is
+    elected. A string says why not.
     """
     try:
         from certs.kube import api_client
         from webhook.kube.backend import KubeBackend
         from webhook.kube.client import KubeClient
         from webhook.kube.evictor import KubeEvictor
+        from webhook.kube.lease import LeaseElector
         from webhook.kube.ledger import ClusterLedger
         from webhook.kube.metricsauth import MetricsAuth
         from webhook.kube.queuestatus import QueueStatusWriter
@@ -115,14 +127,18 @@ def live(
         where = "in-cluster config" if in_cluster else f"kubeconfig {kubeconfig}"
         return f"cannot build a Kubernetes client from the {where}: {exc}"
     backend = KubeBackend(client)
-    ledger = ClusterLedger(client, backend, settings)
+    namespace = os.environ.get("POD_NAMESPACE") or LEASE_NAMESPACE
+    identity = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    elector = LeaseElector(client, namespace, LEASE_NAME, identity, address=address)
+    ledger = ClusterLedger(client, backend, settings, elector=elector)
     placer = cached_placer(backend)
     evictor = KubeEvictor(client)  # it writes waiting pods, and evicts for preemption
     index = getattr(placer.placer, "index", None)
     backend.attach(
         InOrder(
+            elector,  # released last: after the ledger has written what it admitted
             ledger,
-            QueueStatusWriter(client, backend, ledger, settings),
+            QueueStatusWriter(client, backend, ledger, settings, leading=elector.leading),
             WarmUp(
                 "placement-warm-up",
                 backend,
@@ -130,31 +146,27 @@ def live(
                 "building the placement index",
                 ready_on_failure=True,  # the first admission builds it then
             ),
-            *_queueing(client, backend, ledger, settings, placer, metrics, evictor),
+            _queueing(backend, ledger, settings, placer, metrics, evictor, elector),
         )
     )
     auth = MetricsAuth(client).check if metrics_auth else None
-    return Wiring(backend, ledger, placer, auth, evictor)
+    return Wiring(backend, ledger, placer, auth, evictor, elector)
 
 
 def _queueing(
-    client: Any,
     backend: Backend,
     ledger: Ledger,
     settings: Settings,
     placer: CachedPlacer,
     metrics: Metrics,
     writer: KubeEvictor,
-) -> tuple[Component, Component]:
-    """The Lease elector and the queueing controller it lets run (one replica at a time);
-    `writer` writes waiting pods and evicts for preemption."""
-    from webhook.kube.lease import LeaseElector
+    elector: LeaseElector,
+) -> Component:
+    """The queueing controller, run by the elected replica; `writer` writes waiting pods
+    and evicts for preemption."""
     from webhook.queueing import QueueController
 
-    namespace = os.environ.get("POD_NAMESPACE") or LEASE_NAMESPACE
-    identity = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    elector = LeaseElector(client, namespace, LEASE_NAME, identity)
-    controller = QueueController(
+    return QueueController(
         backend,
         ledger,
         settings,
@@ -164,4 +176,3 @@ def _queueing(
         metrics=metrics,
         evictor=writer,
     )
-    return elector, controller

@@ -328,6 +328,18 @@ class Metrics:
             ["endpoint", "code"],
             registry=self.registry,
         )
+        # Outcomes: forwarded (the elected replica answered), unavailable (it could not be
+        # asked: denied), moved (a forwarded request reached a replica no longer elected).
+        self.forwarded_requests = Counter(
+            "draquota_forwarded_requests",
+            "/validate requests of a replica that is not elected, by what became of them",
+            ["outcome"],
+            registry=self.registry,
+        )
+
+    def forwarded(self, outcome: str) -> None:
+        """Count one /validate request this replica forwarded, or could not."""
+        self.forwarded_requests.labels(outcome).inc()
 
     def decided(self, endpoint: str, queue: str, resource: str, reason: str, allowed: str) -> None:
         """Count one answer. The label values are bounded (`queue_label`, `reason_label`, ...),

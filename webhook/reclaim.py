@@ -171,6 +171,8 @@ class Reclaim:
         `evaluate` is its decision in a usage; `record(evaluate)` asks the ledger (and writes
         the record unless `dry_run`). The warning goes with the answer to /validate, and to
         /mutate of a dry run only (kubectl shows each distinct warning of either answer)."""
+        if not dry_run:
+            self.ledger.ensure_elected()  # evictions only by the replica that holds quota
         queue = reclaim_only(prepared.route.queue)
         table = dataclasses.replace(
             prepared.table, queues={**prepared.table.queues, queue.name: queue}

@@ -11,6 +11,7 @@ close would wait for the peer), and lets in-flight requests finish within
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import ssl
 from pathlib import Path
@@ -18,9 +19,12 @@ from typing import Any
 
 import uvicorn
 
+from certs.material import CA_CRT
 from certs.reload import CertReloader
 
 __all__ = ["WebhookServer", "server_context", "webhook_server"]
+
+log = logging.getLogger("draquota.certs")
 
 
 def server_context(
@@ -29,9 +33,12 @@ def server_context(
     """A TLS 1.2+ server context loaded from `cert_dir/tls.crt` and `tls.key`, and its reloader.
 
     With `client_ca`, a client certificate is asked for and, when presented, must be
-    signed by that CA (the handshake fails otherwise). It stays optional at the TLS
-    level so that kubelet probes (which present none) still reach /healthz and /readyz;
-    the app refuses admission requests without one (`create_app(require_client_cert=)`).
+    signed by that CA or by the cert dir's `ca.crt` (the handshake fails otherwise): the
+    API server presents the first, another replica forwarding an admission its own serving
+    certificate (`webhook.forwarding`). It stays optional at the TLS level so that kubelet
+    probes (which present none) still reach /healthz and /readyz; the app refuses admission
+    requests without one (`create_app(require_client_cert=)`). Without `client_ca` no
+    client certificate is ever asked for.
     """
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
@@ -39,9 +46,33 @@ def server_context(
     if client_ca is not None:
         context.load_verify_locations(cafile=str(client_ca))
         context.verify_mode = ssl.CERT_OPTIONAL
-    reloader = CertReloader(context, cert_dir, interval=reload_interval)
+        reloader: CertReloader = _ReplicaTrustingReloader(context, cert_dir, reload_interval)
+    else:
+        reloader = CertReloader(context, cert_dir, interval=reload_interval)
     reloader.load()
     return context, reloader
+
+
+class _ReplicaTrustingReloader(CertReloader):
+    """Also trusts the cert dir's `ca.crt` for client certificates, each new one as it
+    appears (a CA rotation): a CA once trusted stays trusted until the process restarts,
+    as OpenSSL cannot remove a CA from a context's store."""
+
+    def __init__(self, context: ssl.SSLContext, cert_dir: Path, interval: float) -> None:
+        super().__init__(context, cert_dir, interval=interval)
+        self._trusted = b""
+
+    def check(self) -> bool:
+        changed = super().check()
+        bundle = self.cert_dir / CA_CRT
+        try:
+            content = bundle.read_bytes() if bundle.is_file() else b""
+            if content and content != self._trusted:
+                self.context.load_verify_locations(cadata=content.decode("ascii"))
+                self._trusted = content
+        except (OSError, ssl.SSLError, ValueError) as exc:
+            log.warning("cannot trust %s for forwarding replicas: %s", bundle, exc)
+        return changed
 
 
 class WebhookServer(uvicorn.Server):

@@ -125,8 +125,9 @@ def _admitted(s: Scenario) -> int:
 def test_a_big_groups_quota_ledgers_go_once_its_pods_do_and_its_writes_are_counted(
     draquota_cluster: Draquota,
 ) -> None:
-    size = 120  # about three shards of records
-    s = scenario(draquota_cluster, "e2e-gw-big", Flavor("b", size, {"e2e-gw-big-1": size}))
+    size = 300  # about three shards of records (32 KiB each)
+    nodes = {f"e2e-gw-big-{i}": size // 3 for i in range(1, 4)}  # a slice holds 128 at most
+    s = scenario(draquota_cluster, "e2e-gw-big", Flavor("b", size, nodes))
     s.queueing()
     written = _records(s, "written")
     out = _create(s, _member("never-0", "never", size + 1), check=False)

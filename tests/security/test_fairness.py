@@ -92,7 +92,7 @@ def _app(placer: HeldPlacer, floods: Sequence[str], pods: int) -> Any:
     flooding = [o for name in floods for o in _flood_namespace(name, pods)]
     state = ClusterState([*objects, *flooding])
     backend = FakeBackend(state)
-    backend.blocking_io = True  # type: ignore[misc]  # as KubeBackend: every decision on a worker
+    backend.blocking_io = True  # type: ignore[misc]  # as KubeBackend; an uncached placer: workers
     return create_app(backend, MemoryLedger(state, settings), settings, placer)
 
 

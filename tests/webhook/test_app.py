@@ -30,6 +30,7 @@ from webhook.app import MAX_BODY_BYTES, create_app
 from webhook.backend import MemoryLedger
 from webhook.logs import JsonFormatter
 from webhook.mutation import pod_patch
+from webhook.runner import offload_if_inline
 
 _uids = itertools.count(1)
 
@@ -367,20 +368,30 @@ def test_placement_denial_names_the_reason() -> None:
     assert "no node has 2 free gpu.example.com devices" in response["status"]["message"]
 
 
+class NetworkLedger(MemoryLedger):
+    """A ledger whose writes go over the network, guarded as ClusterLedger guards them."""
+
+    blocking_io = True
+
+    def admit(self, uid: str, evaluate: Any, dry_run: bool, *args: Any, **kwargs: Any) -> Any:
+        if not dry_run:
+            offload_if_inline("a QuotaLedger write")
+        return super().admit(uid, evaluate, dry_run, *args, **kwargs)
+
+
 def test_a_ledger_writing_over_the_network_decides_off_the_event_loop_with_the_same_answers() -> (
     None
 ):
     backend = FakeBackend(cluster_state(1))
-    ledger = MemoryLedger(backend.state, Settings())
-    ledger.blocking_io = True  # type: ignore[misc]  # as the live-cluster ledger declares
-    app = create_app(backend, ledger, Settings())
+    app = create_app(backend, NetworkLedger(backend.state, Settings()), Settings())
     client = AppClient(app)
     answers = []
     for i in range(2):
         stamped = stamped_pod(backend.state, _gpu_pod(f"p-{i}"))
         answers.append(client.post("/validate", content=orjson.dumps(review(stamped))).json())
     assert [a["response"]["allowed"] for a in answers] == [True, False]
-    assert app.state.runner.inline == 0
+    # tried on the event loop, as on any live cluster, and moved to a worker by the write
+    assert (app.state.runner.inline, app.state.runner.offloaded) == (0, 2)
 
 
 class FailingLedger(MemoryLedger):

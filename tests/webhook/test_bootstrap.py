@@ -74,7 +74,7 @@ def test_an_embedded_replica_decides_over_its_directory_with_a_memory_ledger(
     assert wiring.backend is backend and wiring.placer.state is backend.state
 
 
-def test_a_live_replica_starts_its_ledger_with_the_backend_and_stops_the_queue_first(
+def test_a_live_replica_starts_its_ledger_with_the_backend_and_stops_the_lease_last(
     tmp_path: Path,
 ) -> None:
     api = FakeApiServer(resource_versions=("v1",), bookmark_interval=0.1).start()
@@ -106,14 +106,17 @@ def test_a_live_replica_starts_its_ledger_with_the_backend_and_stops_the_queue_f
             backend.stop()
     finally:
         api.stop()
-    parts = [type(c).__name__ for c in backend._companions[0].components]  # type: ignore[attr-defined]
+    parts_objects = backend._companions[0].components  # type: ignore[attr-defined]
+    parts = [type(c).__name__ for c in parts_objects]
+    # stopped in reverse: the queue first, the ledger writes its records, the Lease last
     assert parts == [
+        "LeaseElector",
         "ClusterLedger",
         "QueueStatusWriter",
         "WarmUp",
-        "LeaseElector",
         "QueueController",
     ]
+    assert wiring.elector is parts_objects[0]
 
 
 def test_a_kubeconfig_that_cannot_be_read_is_named(tmp_path: Path) -> None:

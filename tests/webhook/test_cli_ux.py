@@ -372,6 +372,15 @@ def test_serve_checks_the_state_dir_before_making_a_certificate(
     assert not list(tmp_path.glob("draquota-certs-*"))
 
 
+def test_serve_refuses_an_advertised_address_other_replicas_cannot_reach_over_https(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ("serve", "--state", str(STATE), "--advertise-address", "http://10.0.0.7:8443")
+    code, _, err = _run(capsys, *argv)
+    assert code == 2
+    assert err.startswith("draquota serve: --advertise-address 'http://10.0.0.7:8443': must be")
+
+
 def test_check_queue_column_names_the_cluster_queue(capsys: pytest.CaptureFixture[str]) -> None:
     files = sorted(map(str, WORKLOADS.glob("*.yaml")))
     out = _run(capsys, "check", *files, "--state", str(STATE))[1]

@@ -57,12 +57,16 @@ class CountingLedger:
         pod: str = "",
         existing: bool = False,
         cluster_queue: str = "",
+        behind: bool = False,
     ) -> Decision:
-        decision = self.inner.admit(uid, evaluate, dry_run, pod, existing, cluster_queue)
+        decision = self.inner.admit(uid, evaluate, dry_run, pod, existing, cluster_queue, behind)
         if not dry_run and decision.allowed and decision.charge is not None:
             self.writes += 1
         self.after()
         return decision
+
+    def ensure_elected(self) -> None:
+        self.inner.ensure_elected()
 
     def release(self, uids: list[str]) -> None:
         self.inner.release(uids)

@@ -115,19 +115,20 @@ def test_a_placement_search_runs_on_a_worker_and_its_cached_answer_inline() -> N
     assert (runner.inline, runner.offloaded) == (1, 0)
 
 
-def test_a_backend_or_ledger_on_the_network_is_never_decided_inline() -> None:
+def test_a_backend_and_ledger_on_the_network_are_decided_inline_when_nothing_waits() -> None:
+    # Every network wait on the decision path offloads by itself (offload_if_inline): a
+    # live cluster's backend and ledger do not send every decision to a worker.
     placer = RecordingPlacer()
     state = ClusterState([*cluster_objects(gpus=8), *node_objects(2)])
     live_ledger = MemoryLedger(state, Settings())
     live_ledger.blocking_io = True  # type: ignore[misc]  # as ClusterLedger declares
-    apps = [
-        _app(placer, blocking_io=True),  # as KubeBackend declares
-        create_app(FakeBackend(state), live_ledger, Settings(), CachedPlacer(placer, state)),
-    ]
-    for app in apps:
-        client = AppClient(app)
-        assert _allowed(client, "a") and _allowed(client, "b")
-        assert app.state.runner.inline == 0
+    backend = FakeBackend(state)
+    backend.blocking_io = True  # type: ignore[misc]  # as KubeBackend declares
+    app = create_app(backend, live_ledger, Settings(), CachedPlacer(placer, state))
+    client = AppClient(app)
+    assert _allowed(client, "a")  # an unknown placement: searched on a worker
+    assert _allowed(client, "b")  # the same claims: the cached placement, on the loop
+    assert (app.state.runner.inline, app.state.runner.offloaded) == (1, 0)
 
 
 def test_large_bodies_are_never_decided_inline() -> None:

@@ -59,6 +59,9 @@ class _Ledger:
     def usage(self) -> Usage:
         return self._usage.copy()
 
+    def ensure_elected(self) -> None:
+        """A what-if pass decides for itself."""
+
     def admit(
         self,
         uid: str,
@@ -67,6 +70,7 @@ class _Ledger:
         pod: str = "",
         existing: bool = False,
         cluster_queue: str = "",
+        behind: bool = False,
     ) -> Decision:
         view = self._usage.copy()
         view.remove(uid)

@@ -15,8 +15,10 @@ import argparse
 import atexit
 import gc
 import logging
+import os
 import shutil
 import signal
+import socket
 import ssl
 import sys
 import tempfile
@@ -66,6 +68,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--port", type=int, default=8443, metavar="P", help="port to listen on (default 8443)"
+    )
+    parser.add_argument(
+        "--advertise-address",
+        metavar="URL",
+        help="https://HOST:PORT where the other replicas reach this one when it is elected to "
+        "admit (default: https://$POD_IP:PORT when POD_IP is set, else https://HOST:PORT "
+        "unless --host is a wildcard; without one, this replica cannot be forwarded to)",
     )
     parser.add_argument(
         "--watch-interval",
@@ -126,6 +135,7 @@ def _cert_dir(args: argparse.Namespace) -> Path | str:
 def run(args: argparse.Namespace) -> int:
     from webhook.app import create_app
     from webhook.bootstrap import Wiring, embedded, live
+    from webhook.forwarding import Forwarder, advertise_address
     from webhook.logs import configure_logging
     from webhook.metrics import Metrics
     from webhook.serve import server_context, webhook_server
@@ -141,6 +151,13 @@ def run(args: argparse.Namespace) -> int:
             "(--kubeconfig or --in-cluster): with --state there is no API server to ask",
             file=sys.stderr,
         )
+        return EXIT_BAD_INPUT
+    try:
+        address = advertise_address(
+            args.advertise_address, args.host, args.port, os.environ.get("POD_IP", "")
+        )
+    except ValueError as exc:
+        print(f"draquota serve: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     state_backend: StateDirBackend | None = None
     if args.state is not None:  # read and check the manifests before making a certificate
@@ -165,10 +182,22 @@ def run(args: argparse.Namespace) -> int:
         wiring: Wiring | str = embedded(state_backend, settings)
     else:
         authorize = args.metrics_auth != "none"
-        wiring = live(args.kubeconfig, args.in_cluster, settings, metrics, metrics_auth=authorize)
+        wiring = live(
+            args.kubeconfig,
+            args.in_cluster,
+            settings,
+            metrics,
+            metrics_auth=authorize,
+            address=address,
+        )
     if isinstance(wiring, str):
         print(f"draquota serve: {wiring}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    forwarder = None
+    if wiring.elector is not None:  # only the elected replica decides /validate
+        identity = address or socket.gethostname()
+        deadline = settings.admission_deadline_seconds
+        forwarder = Forwarder(wiring.elector, cert_dir, deadline, identity)
     app = create_app(
         wiring.backend,
         wiring.ledger,
@@ -179,11 +208,13 @@ def run(args: argparse.Namespace) -> int:
         require_client_cert=args.client_ca is not None,
         metrics_auth=wiring.metrics_auth,
         evictor=wiring.evictor,
+        forwarder=forwarder,
     )
     server = webhook_server(app, args.host, args.port, context, reloader)
     gc.collect()
     gc.freeze()  # the loaded cluster view is long-lived: keep it out of every GC pass
-    log.info("serving", extra={"host": args.host, "port": args.port, "cert_dir": str(cert_dir)})
+    where = {"host": args.host, "port": args.port, "advertise": address}
+    log.info("serving", extra={**where, "cert_dir": str(cert_dir)})
     # uvicorn shuts down on SIGTERM, then re-raises it with the handler it found: make
     # that an ordinary exit, so that exit handlers (the throwaway certificate) run.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)

@@ -15,7 +15,11 @@ Follows client-go's `tools/leaderelection` over its `LeaseLock`:
 - an empty holderIdentity means released: anyone takes it at once (`stop()` does that).
 
 `leading()` is the guard for work that must not run twice; the `on_change` hook is only
-told at the next attempt, so it must not be what protects that work. `identity` must be
+told at the next attempt, so it must not be what protects that work. `term()` says since
+when this replica leads and whether it took the lease from a holder that stopped renewing
+(whose work in flight may still land) or from nobody (a released lease, or a new one).
+The holder advertises `address` on the Lease (`ADDRESS_ANNOTATION`), where the other
+replicas reach it (`holder_address()`). `identity` must be
 unique per process (pod name plus a random suffix): two processes sharing one would both
 count themselves holder.
 """
@@ -27,13 +31,14 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from certs.periodic import Periodic
 from webhook.kube.client import ApiError, KubeClient, TransportError
 
-__all__ = ["LeaseElector", "micro_time"]
+__all__ = ["ADDRESS_ANNOTATION", "LeaseElector", "Term", "micro_time"]
 
 log = logging.getLogger("draquota.lease")
 
@@ -44,6 +49,16 @@ Record = tuple[str, str, str]
 API_VERSION = "coordination.k8s.io/v1"
 REQUEST_TIMEOUT = 2.0
 MARGIN = 0.1  # of the duration: the holder stops leading this much before a taker may take
+ADDRESS_ANNOTATION = "draquota.io/holder-address"
+
+
+@dataclass(frozen=True)
+class Term:
+    """This replica's current leadership: `start` on its monotonic clock, and `taken_over`
+    when the lease was taken from another holder that had stopped renewing it."""
+
+    start: float
+    taken_over: bool
 
 
 def micro_time(seconds: float) -> str:
@@ -65,6 +80,7 @@ class LeaseElector:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         on_change: Callable[[bool], object] | None = None,
+        address: str = "",
     ) -> None:
         if not identity:
             raise ValueError("lease identity must not be empty: empty means released")
@@ -80,6 +96,7 @@ class LeaseElector:
         self.margin = duration * MARGIN
         self.clock, self.wall = clock, wall
         self.on_change = on_change
+        self.address = address
         self.transitions = 0  # times this replica started or stopped leading
         self._lock = threading.Lock()  # one attempt (or the release) at a time
         self._until = -math.inf  # leading while clock() < _until; read without the lock
@@ -87,6 +104,7 @@ class LeaseElector:
         self._lease: Obj | None = None  # the Lease as last read or written
         self._observed: Record | None = None
         self._observed_at = 0.0  # clock() when _observed was first seen
+        self._term: Term | None = None  # set when this replica starts leading
         self._loop = Periodic(f"lease-{name}", renew_every, self.try_acquire_or_renew)
 
     # -- state ---------------------------------------------------------------------------
@@ -99,9 +117,27 @@ class LeaseElector:
         """The holderIdentity last observed ("" when none or not read yet)."""
         return self._observed[0] if self._observed else ""
 
+    def observed(self) -> bool:
+        """Whether an attempt has read or written the Lease (so `holder()` means something)."""
+        return self._lease is not None
+
+    def holder_address(self) -> str:
+        """The address the holder last observed advertises ("" when none)."""
+        if not self.holder() or self._lease is None:
+            return ""
+        annotations = (self._lease.get("metadata") or {}).get("annotations") or {}
+        return str(annotations.get(ADDRESS_ANNOTATION) or "")
+
+    def term(self) -> Term | None:
+        """This replica's leadership while it leads, None otherwise."""
+        return self._term if self.leading() else None
+
     # -- loop ----------------------------------------------------------------------------
 
     def start(self) -> None:
+        """Attempt at once (not an interval later: a replica starting knows the holder, or
+        becomes it, as soon as it can), then every `renew_every` seconds."""
+        threading.Thread(target=self.try_acquire_or_renew, name="lease-first", daemon=True).start()
         self._loop.start()
 
     def stop(self) -> None:
@@ -144,7 +180,9 @@ class LeaseElector:
         holder = spec.get("holderIdentity") or ""
         if holder and holder != self.identity and not self._expired(spec):
             self._until = -math.inf
-        elif not self._write(lease, acquired=holder != self.identity):
+        elif not self._write(
+            lease, acquired=holder != self.identity, taken_over=holder not in ("", self.identity)
+        ):
             self._until = -math.inf  # another replica wrote it since the read
 
     def _observe(self, lease: Obj) -> None:
@@ -166,6 +204,7 @@ class LeaseElector:
             "metadata": {"name": self.name, "namespace": self.namespace},
             "spec": {**self._spec(now), "acquireTime": now, "leaseTransitions": 0},
         }
+        body = self._advertised(body)
         path = self.path.rsplit("/", 1)[0]
         try:
             created = self.client.request("POST", path, body=body, timeout=REQUEST_TIMEOUT)
@@ -176,11 +215,13 @@ class LeaseElector:
             return
         self._won(created, started)
 
-    def _write(self, lease: Obj, acquired: bool) -> bool:
+    def _write(self, lease: Obj, acquired: bool, taken_over: bool = False) -> bool:
         """PUT the lease as held by this replica, on the resourceVersion in `lease`; False
-        on a 409. With `acquired` it is a takeover: a new acquireTime, one more transition."""
+        on a 409. With `acquired` it is a takeover: a new acquireTime, one more transition
+        (`taken_over`: from a holder that stopped renewing, not from a released lease)."""
         started, now = self.clock(), micro_time(self.wall())
         spec = {**(lease.get("spec") or {}), **self._spec(now)}
+        lease = self._advertised(lease)
         if acquired:
             spec["acquireTime"] = now
             spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + 1
@@ -192,7 +233,7 @@ class LeaseElector:
             if exc.code == 409:
                 return False
             raise
-        self._won(written, started)
+        self._won(written, started, taken_over)
         return True
 
     def _spec(self, now: str) -> Obj:
@@ -202,8 +243,18 @@ class LeaseElector:
             "renewTime": now,
         }
 
-    def _won(self, lease: Obj, started: float) -> None:
+    def _advertised(self, lease: Obj) -> Obj:
+        """`lease` with this replica's address in its annotations (when it has one)."""
+        if not self.address:
+            return lease
+        meta = dict(lease.get("metadata") or {})
+        meta["annotations"] = {**(meta.get("annotations") or {}), ADDRESS_ANNOTATION: self.address}
+        return {**lease, "metadata": meta}
+
+    def _won(self, lease: Obj, started: float, taken_over: bool = False) -> None:
         # Measured from before the request: a taker saw this write only after it began.
+        if not self.leading():
+            self._term = Term(started, taken_over)
         self._lease = lease
         self._observed, self._observed_at = _record(lease), started
         self._until = started + self.duration - self.margin

@@ -50,6 +50,7 @@ from quota.verdict import Decision, Verdict
 from webhook.backend import SyncedUsage, valid_reservation_id
 from webhook.clusterstate import ClusterState
 from webhook.kube.client import ApiError, KubeClient, TransportError
+from webhook.kube.elected import ElectedAdmission, Elector
 from webhook.kube.ledgercounts import LedgerCounts
 from webhook.kube.reservations import (
     SHARD_BYTES,
@@ -64,6 +65,7 @@ from webhook.kube.reservations import (
 from webhook.kube.resources import QUOTA_LEDGER
 from webhook.kube.shardstore import ShardStore
 from webhook.kube.warmup import WarmUp
+from webhook.kube.writebehind import WriteBehind
 from webhook.kube.writerate import WriteRate
 from webhook.podusage import PodUsage
 from webhook.runner import offload_if_inline
@@ -90,6 +92,17 @@ class LedgerOptions:
     write_wait: float = 1.0
     # A shard below its head's index is deleted once it has held no record for this long.
     empty_grace: float = 60.0
+    # With an elector (`webhook.kube.elected`): records of pod admissions are written behind,
+    # a cohort's at most once per `flush_interval`; admission stops while one has waited
+    # longer than `max_unwritten`; stopping writes what is left within `handover`. A term
+    # taken over waits `takeover_wait` before holding quota: a create the dead holder
+    # admitted is stored by the API server within its request timeout (60 s by default)
+    # of its start, and the term starts at least a lease duration (15 s) after that holder's
+    # last admission.
+    flush_interval: float = 0.2
+    max_unwritten: float = 5.0
+    takeover_wait: float = 45.0
+    handover: float = 5.0
 
 
 class _Backend(Protocol):
@@ -112,6 +125,7 @@ class ClusterLedger(SyncedUsage):
         options: LedgerOptions = LedgerOptions(),
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        elector: Elector | None = None,
     ) -> None:
         self.client = client
         self.backend = backend
@@ -158,8 +172,19 @@ class ClusterLedger(SyncedUsage):
             "loading admission records and live pod usage",
             ready_on_failure=False,
         )
+        self._writes = WriteBehind(self._write_behind, options.flush_interval, clock)
+        self._elected: ElectedAdmission | None = None
+        if elector is not None:
+            self._elected = ElectedAdmission(
+                elector,
+                options.takeover_wait,
+                options.max_unwritten,
+                self._writes.oldest_age,
+                clock,
+            )
+        self._read_in_term: dict[str, float] = {}  # ledger base -> term start it was read in
         self._reconciler = Periodic(
-            "ledger", options.reconcile_interval, self.reconcile, lambda: backend.ready()[0]
+            "ledger", options.reconcile_interval, self.reconcile, self._reconciles
         )
 
     @property
@@ -177,14 +202,24 @@ class ClusterLedger(SyncedUsage):
         pod: str = "",
         existing: bool = False,
         cluster_queue: str = "",
+        behind: bool = False,
     ) -> Decision:
         """With `cluster_queue` (the route, known before deciding) the cohort's lock is taken
         first and the pod decided once under it; without, the decision names the queue and
-        is made again only if another admission of this replica wrote the shard meanwhile."""
+        is made again only if another admission of this replica wrote the shard meanwhile.
+
+        With an elector, only the elected replica holds quota (`webhook.kube.elected`: others
+        raise HeldElsewhere); with `behind` (a pod created: visible by itself once admitted)
+        it answers before the record is written."""
         if not valid_reservation_id(uid):
             raise ValueError(f"invalid admission id {uid!r:.80}")
         if dry_run:
             return self._decide(evaluate, uid, pod, existing)[0]
+        if self._elected is not None:
+            if self._elected.refusal() is not None:  # answered only if it holds nothing
+                return self._elected.hold(self._decide(evaluate, uid, pod, existing)[0])
+            if behind and cluster_queue and not existing:
+                return self._admit_behind(uid, evaluate, pod, cluster_queue)
         offload_if_inline("a QuotaLedger write")
         mine = _Waiting(uid, pod, evaluate, existing)
         seed: tuple[Decision, Shard] | None = None
@@ -205,6 +240,67 @@ class ClusterLedger(SyncedUsage):
         with self._lock_for(base):
             self._commit(base, [mine], seed)
         return mine.decision or _unavailable(base, "draquota failed to decide")
+
+    def _admit_behind(
+        self, uid: str, evaluate: Callable[[Usage], Decision], pod: str, cluster_queue: str
+    ) -> Decision:
+        """Decide on this replica's view, hold the charge there at once, write it later."""
+        base = ledger_base(self.state, cluster_queue)
+        self._read_once_in_term(base)
+        with self._view():
+            decision = evaluate(self._usage_without(uid, pod, False))
+            charge = decision.charge
+            if not decision.allowed or charge is None:
+                return decision
+            if ledger_base(self.state, charge.cluster_queue) != base:
+                return _fail_closed(decision, base, "the queue's cohort changed")
+            now = self.clock()
+            self._pods.set_record(uid, charge)
+            self._pods.reserve(uid, charge)
+            self._first_seen.setdefault(uid, now)
+            self._waiting.setdefault(uid, now)
+            entry = Reservation(uid, charge.cluster_queue, pod, charge.to_annotation(), self.wall())
+        self._writes.add(base, entry)
+        return decision
+
+    def _read_once_in_term(self, base: str) -> None:
+        """At the first admission of a cohort in a term, read its shards as the API server has
+        them: the records the previous holder wrote may not have reached this view yet."""
+        term = self._elected.term() if self._elected is not None else None
+        if term is None or self._read_in_term.get(base) == term.start:
+            return
+        offload_if_inline("reading the ledger after the election")
+        with self._lock_for(base):
+            if self._read_in_term.get(base) != term.start:
+                self._locate(base)
+                self._read_in_term[base] = term.start
+
+    def _write_behind(self, base: str, records: list[Reservation]) -> set[str]:
+        """Write records decided before (`WriteBehind`); the ids written. A record whose
+        queue moved to another cohort meanwhile goes to that cohort's ledger next round."""
+        charges = [(r, self._pods.charges.parsed(r.charge, r.parsed_charge)) for r in records]
+        batch = [_Waiting(r.id, r.pod, _recorded(c), record=r) for r, c in charges if c]
+        with self._lock_for(base):
+            self._commit(base, batch)
+        written = {w.uid for w in batch if w.decision is not None and w.decision.allowed}
+        written |= {r.id for r, c in charges if c is None}  # never: its text was our own
+        for record in records:
+            moved = ledger_base(self.state, record.cluster_queue)
+            if record.id not in written and moved != base:
+                self._writes.add(moved, record)
+                written.add(record.id)
+        return written
+
+    def _reconciles(self) -> bool:
+        """The reconciler runs when the view is ready, on the elected replica only (if any):
+        its writes would otherwise conflict with the elected replica's."""
+        if self._elected is not None and self._elected.term() is None:
+            return False
+        return self.backend.ready()[0]
+
+    def ensure_elected(self) -> None:
+        if self._elected is not None:
+            self._elected.ensure_elected()
 
     def _throttled(self, cluster_queue: str) -> Decision:
         """An admission whose turn to write is further away than the wait allowed."""
@@ -342,7 +438,11 @@ class ClusterLedger(SyncedUsage):
     def release(self, uids: list[str]) -> None:
         """Delete these records from every shard holding them (read, then rewritten)."""
         drop = set(uids)
+        unwritten = self._writes.discard(drop)
         with self._view_lock:
+            for uid in unwritten:  # held by this view alone: let go here
+                self._pods.unreserve(uid)
+                self._pods.set_record(uid, None)
             self._sync()
             names = {n for uid in drop for n in self._holders.get(uid, ())}
         for name in sorted(names):
@@ -355,8 +455,15 @@ class ClusterLedger(SyncedUsage):
     def start(self) -> None:
         self._warm_up.start()
         self._reconciler.start()
+        self._writes.start()
 
     def stop(self) -> None:
+        """Admit nothing more, write every record decided, then stop (the Lease is released
+        after this, so the next holder finds every record written)."""
+        if self._elected is not None:
+            self._elected.stopping()
+        if not self._writes.stop(self.options.handover):
+            log.warning("stopping with %d admission records unwritten", self._writes.unwritten())
         self._reconciler.stop()
         self._warm_up.stop()
 
@@ -746,7 +853,8 @@ def _settle(batch: list[_Waiting], base: str, decisions: list[Decision], failure
 
 
 def _recorded(charge: Charge) -> Callable[[Usage], Decision]:
-    """The decision of a record moved: what it was admitted for, whatever the usage now."""
+    """The decision of a record moved or written behind: what it was admitted for, whatever
+    the usage now."""
     return lambda _usage: Decision(Verdict.ADMITTED, "Admitted", charge=charge)
 
 

@@ -4,9 +4,10 @@ A ClusterQueue's: the `Active` condition, usage per flavor, the admitted and pen
 counts. A LocalQueue's: the same counts and usage for its own workloads, and its
 ClusterQueue's quota, usage and cohort lending, which its namespace's users may read.
 
-Every replica runs it; they compute the same status from the same caches, so after one
-write the others find nothing to change. A write races other writers through the
-resourceVersion precondition; a lost race is simply retried on the next pass. A status is
+The elected replica runs it (`leading`, `webhook.bootstrap`): it alone holds the records
+it has not written yet, so only its view has the usage a status must show. A write races
+other writers (an election in between) through the resourceVersion precondition; a lost
+race is simply retried on the next pass. A status is
 written only when it differs, and at most once per pass (`interval`): a queue whose usage
 changes all the time is written once per interval, not once per change.
 """
@@ -89,12 +90,15 @@ class QueueStatusWriter:
         settings: Settings,
         interval: float = 10.0,
         clock: Callable[[], float] = time.time,
+        leading: Callable[[], bool] = lambda: True,
     ) -> None:
         self.client, self.backend, self.ledger = client, backend, ledger
         self.settings, self.clock = settings, clock
         self._cache = DerivedCache()  # the queue table, until a queue object changes
         self._gated = GatedPods(backend.state)
-        self._writer = Periodic("queue-status", interval, self.sync, lambda: backend.ready()[0])
+        self._writer = Periodic(
+            "queue-status", interval, self.sync, lambda: leading() and backend.ready()[0]
+        )
 
     def start(self) -> None:
         self._writer.start()

@@ -54,12 +54,14 @@ __all__ = [
     "shards_of",
 ]
 
-# A shard is sealed before its entries pass this many bytes of JSON (about 40 records). The
-# API server's cost per write grows with the object (validation, managedFields, etcd, every
-# watcher's copy), and every admission writes its cohort's active shard: on the real v1.36.2
-# API server (bench/README.md) 8 KiB admitted 114 pods/s where 48 KiB admitted 63; 4 KiB
-# was no faster, and means twice the objects.
-SHARD_BYTES = 8 * 1024
+# A shard is sealed before its entries pass this many bytes of JSON (about 160 records). The
+# API server's cost per write grows with the object (validation, etcd, every watcher's
+# copy), and a write rewrites the whole active shard; a shard sealed sooner means more
+# objects, and a head move, a create and reads at each seal. Records written behind come
+# in batches (one write per cohort and interval), so seals, not bytes, dominated at 8 KiB:
+# bench/README.md has both. `spec.reservations` is an atomic list, so managedFields holds
+# one entry for it, not one per record.
+SHARD_BYTES = 32 * 1024
 
 _SHARD = re.compile(r"^(?P<base>(?:cohort|queue)-.+)-(?P<index>[0-9]{1,6})$")
 # On a ledger's head: the index of the shard created last (a decimal string).
