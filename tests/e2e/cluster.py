@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import os
 import re
 import shutil
@@ -59,6 +60,7 @@ REPO = Path(__file__).resolve().parents[2]
 OVERLAY = REPO / "manifests" / "overlays" / "local"
 OVERLAY_URL = "https://127.0.0.1:8443/"
 KUBECTL = os.environ.get("KUBECTL", "kubectl")
+ELECTION_LEASE = "draquota-queueing"
 NAMESPACE = "draquota-system"
 SERVICE_ACCOUNT = "draquota"
 METRICS_READER = "metrics-reader"  # a ServiceAccount bound to draquota-metrics-reader
@@ -520,6 +522,20 @@ class Draquota:
     def wait_ready(self, timeout: float = 60.0) -> None:
         for replica in self.replicas:
             replica.wait_ready(timeout)
+
+    def elected(self) -> Replica:
+        """The replica holding the Lease that elects the one holding quota and running the
+        queue (its identity is `<host>-<pid>-<random>`)."""
+        lease = json.loads(
+            self.cluster.kubectl(
+                "get", "lease", ELECTION_LEASE, "-n", "draquota-system", "-o", "json"
+            ).stdout
+        )
+        holder = lease["spec"].get("holderIdentity") or ""
+        for replica in self.replicas:
+            if replica.process is not None and f"-{replica.process.pid}-" in holder:
+                return replica
+        raise AssertionError(f"no running replica holds Lease {ELECTION_LEASE}: {holder!r}")
 
     def stop(self) -> None:
         for replica in self.replicas:

@@ -247,6 +247,18 @@ def remove_pods(cluster: ControlPlane, namespaces: list[str]) -> None:
         )  # fmt: skip
 
 
+def cpu_pod(name: str) -> dict[str, Any]:
+    """A pod of one cpu and no claims, for a scheduler nobody runs: it measures admission,
+    not the scheduler's allocator (admitted pods stay Pending)."""
+    container = {"name": "main", "image": IMAGE, "resources": {"requests": {"cpu": "1"}}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"schedulerName": UNSCHEDULED, "containers": [container]},
+    }
+
+
 def gpu_pod(name: str, gpus: int = 1, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
     """A pod with `gpus` claims from the scenario's one-GPU template."""
     claims = [{"name": f"gpu-{i}", "resourceClaimTemplateName": "gpu"} for i in range(gpus)]

@@ -8,13 +8,12 @@ import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 import pytest
 from kubernetes import client as k8s
 
 from tests.e2e.cluster import Draquota, eventually
-from tests.e2e.objects import IMAGE, UNSCHEDULED, Flavor, Scenario, scenario
+from tests.e2e.objects import Flavor, Scenario, cpu_pod, scenario
 
 pytestmark = pytest.mark.e2e
 
@@ -22,17 +21,6 @@ QUOTA = 100
 PODS = 300
 WORKERS = 24
 BUDGET = 240.0  # seconds for the whole scenario, reservation expiry included
-
-
-def _pod(name: str) -> dict[str, Any]:
-    # cpu quota, no claims: the burst measures admission, not the scheduler's allocator
-    container = {"name": "main", "image": IMAGE, "resources": {"requests": {"cpu": "1"}}}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {"schedulerName": UNSCHEDULED, "containers": [container]},
-    }
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +31,7 @@ def burst(draquota_cluster: Draquota) -> Scenario:
 
 def _submit(api: k8s.CoreV1Api, namespace: str, name: str) -> str:
     try:
-        api.create_namespaced_pod(namespace, _pod(name))
+        api.create_namespaced_pod(namespace, cpu_pod(name))
     except k8s.ApiException as exc:
         if exc.status == 409:  # an earlier attempt was persisted after all
             return "admitted"

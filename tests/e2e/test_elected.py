@@ -14,32 +14,21 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from tests.e2e.cluster import Draquota, Replica, eventually
-from tests.e2e.objects import IMAGE, UNSCHEDULED, Flavor, Scenario, scenario
+from tests.e2e.cluster import Draquota, eventually
+from tests.e2e.objects import Flavor, Scenario, cpu_pod, scenario
 
 pytestmark = pytest.mark.e2e
 
-LEASE = "draquota-queueing"
 QUOTA = 60
 PODS = 150
 WORKERS = 16
 BUDGET = 240.0  # seconds for a scenario, the takeover wait included
 
 
-def _pod(name: str) -> dict[str, Any]:
-    container = {"name": "main", "image": IMAGE, "resources": {"requests": {"cpu": "1"}}}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {"schedulerName": UNSCHEDULED, "containers": [container]},
-    }
-
-
 def _submit(api: k8s.CoreV1Api, namespace: str, name: str) -> str:
     """admitted, denied (quota), or `retry <reason>: <message>` for a refusal to retry."""
     try:
-        api.create_namespaced_pod(namespace, _pod(name))
+        api.create_namespaced_pod(namespace, cpu_pod(name))
     except k8s.ApiException as exc:
         if exc.status == 409:  # an earlier attempt was stored after all
             return "admitted"
@@ -48,19 +37,6 @@ def _submit(api: k8s.CoreV1Api, namespace: str, name: str) -> str:
             return "denied"
         return f"retry {exc.status}: {body.get('message', '')[:300]}"
     return "admitted"
-
-
-def _elected(installed: Draquota) -> Replica:
-    lease = json.loads(
-        installed.cluster.kubectl(
-            "get", "lease", LEASE, "-n", "draquota-system", "-o", "json"
-        ).stdout
-    )
-    holder = lease["spec"].get("holderIdentity") or ""
-    for replica in installed.replicas:
-        if replica.process is not None and f"-{replica.process.pid}-" in holder:
-            return replica
-    raise AssertionError(f"no running replica holds Lease {LEASE}: {holder!r}")
 
 
 def _burst(s: Scenario, api: k8s.CoreV1Api, at_third: Any) -> tuple[dict[int, str], set[str]]:
@@ -118,11 +94,11 @@ def test_killing_the_elected_replica_mid_burst_still_admits_exactly_the_quota(
     burst: Scenario, kube: k8s.ApiClient
 ) -> None:
     installed, api = burst.installed, k8s.CoreV1Api(kube)
-    victim = _elected(installed)
+    victim = installed.elected()
     with installed.disrupted():
         try:
             outcomes, messages = _burst(burst, api, lambda: installed.kill(victim))
-            assert _elected(installed) is not victim
+            assert installed.elected() is not victim
         finally:
             installed.restart(victim)
     _exact(burst, api, outcomes)
@@ -133,7 +109,7 @@ def test_stopping_the_elected_replica_hands_over_without_the_takeover_wait(
     burst: Scenario, kube: k8s.ApiClient
 ) -> None:
     installed, api = burst.installed, k8s.CoreV1Api(kube)
-    victim = _elected(installed)
+    victim = installed.elected()
 
     def stop() -> None:
         installed.proxy.remove(victim.port)  # the Service drops a terminating pod
@@ -142,7 +118,7 @@ def test_stopping_the_elected_replica_hands_over_without_the_takeover_wait(
     with installed.disrupted():
         try:
             outcomes, messages = _burst(burst, api, stop)
-            assert _elected(installed) is not victim
+            assert installed.elected() is not victim
         finally:
             installed.restart(victim)
     _exact(burst, api, outcomes)

@@ -22,8 +22,6 @@ from tests.e2e.objects import POOL_LABEL, Flavor, Scenario, gpu_job, gpu_pod, sc
 
 pytestmark = pytest.mark.e2e
 
-LEASE = "draquota-queueing"
-
 
 def _create(s: Scenario, *pods: dict[str, Any]) -> None:
     s.cluster.kubectl("create", "-n", s.namespace, "-f", "-", stdin=yaml.safe_dump_all(pods))
@@ -170,24 +168,11 @@ def test_a_pod_group_of_three_starts_only_when_all_three_fit(draquota_cluster: D
     eventually(lambda: s.usage("g") == [3.0] * 3, timeout=30)
 
 
-def _leader(installed: Draquota) -> Replica:
-    lease = json.loads(
-        installed.cluster.kubectl(
-            "get", "lease", LEASE, "-n", "draquota-system", "-o", "json"
-        ).stdout
-    )
-    holder = lease["spec"].get("holderIdentity") or ""
-    for replica in installed.replicas:
-        if replica.process is not None and f"-{replica.process.pid}-" in holder:
-            return replica
-    raise AssertionError(f"no running replica holds Lease {LEASE}: {holder!r}")
-
-
 def test_killing_the_leader_hands_the_queue_over_without_double_admission(
     draquota_cluster: Draquota,
 ) -> None:
     s = scenario(draquota_cluster, "e2e-lease", Flavor("l", 2, {"e2e-lease-1": 8})).queueing()
-    replica = eventually(lambda: _leader(draquota_cluster), timeout=30)
+    replica = eventually(lambda: draquota_cluster.elected(), timeout=30)
     with draquota_cluster.disrupted():
         _lose_the_leader(s, draquota_cluster, replica)
 
@@ -197,7 +182,7 @@ def _lose_the_leader(s: Scenario, draquota_cluster: Draquota, replica: Replica) 
     try:
         _create(s, gpu_pod("after-0", 1), gpu_pod("after-1", 1), gpu_pod("after-2", 1))
         eventually(lambda: _running(s) == ["after-0", "after-1"], timeout=90)
-        assert eventually(lambda: _leader(draquota_cluster), timeout=30) is not replica
+        assert eventually(lambda: draquota_cluster.elected(), timeout=30) is not replica
         time.sleep(3)  # a few more passes of the new leader: nothing more starts
         assert _running(s) == ["after-0", "after-1"]
         assert sorted(_waiting(s)) == ["after-2"]
