@@ -79,17 +79,13 @@ class ElectedAdmission:
         when another replica is elected and this one is not stopping)."""
         if not decision.allowed or decision.charge is None:
             return decision
-        refusal = self.refusal()
-        if refusal is None:
-            return decision
-        if refusal.reason == MOVED and not self._stopping:
-            raise HeldElsewhere(decision.charge.cluster_queue)
-        return refusal
+        self.ensure_elected()
+        return self.refusal() or decision
 
     def ensure_elected(self) -> None:
         """HeldElsewhere when another replica is elected (and this one is not stopping)."""
-        if self.term() is None and not self._stopping:
-            raise HeldElsewhere("")
+        if not self._stopping and self.elector.term() is None:
+            raise HeldElsewhere()
 
     def refusal(self) -> Decision | None:
         """Why this replica may not decide an admission that holds quota now; None when it
