@@ -142,9 +142,10 @@ def test_a_big_groups_quota_ledgers_go_once_its_pods_do_and_its_writes_are_count
     assert len(shards) >= 3  # shards filled, and the head
     # each member's record written once, by the queueing controller of one replica
     assert _records(s, "written") - written == size
-    s.cluster.kubectl(
-        "delete", "pods", "--all", "-n", s.namespace, "--grace-period=0", "--force", "--wait=true"
-    )
+    s.cluster.kubectl(  # 300 deletes, one by one: slower than the default 60 s under load
+        "delete", "pods", "--all", "-n", s.namespace, "--grace-period=0", "--force", "--wait=true",
+        timeout=240,
+    )  # fmt: skip
     # records dropped by the reconcilers, then the emptied shards deleted after their grace:
     # the active shard and the head stay
     eventually(lambda: s.reservations() == [], timeout=60)
