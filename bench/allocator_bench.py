@@ -24,7 +24,7 @@ from quota.claims import PodClaim
 from quota.claimspec import parse_claim_spec
 from quota.devices import claim_devices
 from quota.placement import make_placer
-from webhook.clusterstate import ClusterState
+from webhook.store.clusterstate import ClusterState
 
 GPU = "gpu.example.com"
 ROOT = "resource.kubernetes.io/pcieRoot"

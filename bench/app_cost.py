@@ -6,7 +6,7 @@ both by ±5 % between runs. This drives the two apps of that benchmark (the same
 cluster, the same AdmissionReviews, a uid per request) through their ASGI interface in
 one process, no sockets, and reports microseconds per request and the difference: the
 cost of draquota's own code (envelope, decision, ledger, metrics), to compare commits.
-The floor is the allow-all app on draquota's own ASGI layer (`webhook.asgi`): `decision`
+The floor is the allow-all app on draquota's own ASGI layer (`webhook.edge.asgi`): `decision`
 is what draquota adds to it, `added` what it adds to the FastAPI baseline.
 
     .venv/bin/python bench/app_cost.py [--nodes 500] [--requests 2000] [--rounds 5]
@@ -72,10 +72,10 @@ async def _post(app: App, path: str, body: bytes) -> dict[str, Any]:
 
 
 def _draquota(state: Path) -> App:
-    from webhook.app import create_app
     from webhook.bootstrap import embedded
     from webhook.commands._common import load_settings
-    from webhook.statedir import StateDirBackend
+    from webhook.edge.app import create_app
+    from webhook.store.statedir import StateDirBackend
 
     settings = load_settings(None)
     wiring = embedded(StateDirBackend(state), settings)

@@ -13,7 +13,7 @@ from typing import Any
 from quota.placement import make_placer
 from tests.robustness.hostile import node_objects, unsatisfiable_constraint_spec
 from tests.security.test_cel_budget import _claim, _flood
-from webhook.clusterstate import ClusterState
+from webhook.store.clusterstate import ClusterState
 
 
 def _cpu(placer: Any, claims: list[Any], repeat: int = 5) -> tuple[float, Any]:

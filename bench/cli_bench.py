@@ -48,9 +48,9 @@ __all__ = ["build_inputs", "main", "run_benchmark"]
 # The command line, optionally with the pure-Python YAML loader (the baseline).
 LAUNCHER = """
 import sys, yaml
-import webhook.state
+import webhook.store.manifests
 if sys.argv[1] == "pure":
-    webhook.state.YAML_LOADER = yaml.SafeLoader
+    webhook.store.manifests.YAML_LOADER = yaml.SafeLoader
 from webhook.cli import main
 sys.exit(main(sys.argv[2:]))
 """

@@ -355,7 +355,7 @@ def placement(size: Size, calls: int = 200) -> dict[str, float]:
     """Placement of a new pod's claims on the cluster's objects: index build, then calls."""
     from quota.claims import expand_pod_claims
     from quota.placement import make_placer
-    from webhook.clusterstate import ClusterState
+    from webhook.store.clusterstate import ClusterState
 
     kinds = {"ResourceSlice", "DeviceClass", "ResourceClaim", "Node", "ResourceClaimTemplate",
              "Namespace"}  # fmt: skip

@@ -7,7 +7,7 @@ namespaces, scheduled (`spec.nodeName`), 30% of them holding one GPU through a c
 generated from a template and allocated on their node (`status.allocation` on the claim,
 `status.resourceClaimStatuses` on the pod), the rest asking cpu and memory only. Every pod
 has an admission record in the QuotaLedger shards of its cohort, written as
-`webhook.kube.ledger` writes them (the charge is what `quota.livepods` computes for it).
+`webhook.ledger.cluster` writes them (the charge is what `quota.livepods` computes for it).
 
 Pods carry what real pods carry and draquota does not read (managed fields, env, volumes,
 probes), so the trimmed cache is measured against realistic objects.
@@ -24,14 +24,14 @@ from typing import Any
 from quota.charge import Charge
 from quota.livepods import live_pod_charge
 from quota.settings import Settings
-from webhook.clusterstate import ClusterState
-from webhook.kube.reservations import (
+from webhook.ledger.reservations import (
     SHARD_BYTES,
     Reservation,
     Shard,
     ledger_object,
     shard_name,
 )
+from webhook.store.clusterstate import ClusterState
 
 Obj = dict[str, Any]
 

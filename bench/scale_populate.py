@@ -39,7 +39,7 @@ from scale_cluster import (  # noqa: E402
 )
 
 from webhook.kube.client import ApiError, KubeClient  # noqa: E402
-from webhook.kube.reservations import Reservation  # noqa: E402
+from webhook.ledger.reservations import Reservation  # noqa: E402
 
 Obj = dict[str, Any]
 WORKERS = 8

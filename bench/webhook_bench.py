@@ -91,10 +91,10 @@ def allow_all_app() -> Any:
 
 
 def allow_all_floor_app() -> Any:
-    """The floor: the same allow-all on draquota's own ASGI layer (`webhook.asgi`), where its
+    """The floor: the same allow-all on draquota's own ASGI layer (`webhook.edge.asgi`), where its
     admission routes are answered. Against it, draquota's figures are the cost of its
     decisions alone; the baseline above also pays FastAPI's layers per request."""
-    from webhook.asgi import WebhookApp, read_body
+    from webhook.edge.asgi import WebhookApp, read_body
 
     app = WebhookApp(openapi_url=None, docs_url=None, redoc_url=None)
 
@@ -111,7 +111,7 @@ def allow_all_floor_app() -> Any:
 
 
 def _serve_allow_all(cert_dir: Path, port: int, floor: bool = False) -> None:
-    from webhook.serve import server_context, webhook_server
+    from webhook.edge.serve import server_context, webhook_server
 
     context, reloader = server_context(cert_dir)
     app = allow_all_floor_app() if floor else allow_all_app()

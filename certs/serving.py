@@ -73,7 +73,7 @@ def subject_alt_names(
 def create_serving_cert(ca: KeyPair, spec: ServingSpec, now: datetime) -> KeyPair:
     """A leaf for the webhook's replicas: SANs of `spec`, never outliving its CA; serverAuth,
     and clientAuth because a replica presents it to the elected one when it forwards an
-    admission (`webhook.forwarding`)."""
+    admission (`webhook.edge.forwarding`)."""
     if spec.days < 1:
         raise ValueError(f"serving certificate validity must be at least 1 day, got {spec.days}")
     dns_names = spec.all_dns_names()

@@ -5,7 +5,7 @@ client; `webhook/` and `certs/` are the imperative shell around it.
 
 The main path of an admission:
     state = ClusterView.of(objects)        # the cluster, frozen (the shell's store hands
-                                           # out one per request: webhook.clusterstate)
+                                           # out one per request: webhook.store.clusterstate)
     workload = as_workload(obj)            # a Pod, or one pod of a Job, Deployment, ...
     demand = pod_demand(workload, state)   # devices per DeviceClass, shared claims, requests
     decision = decide(obj, state, usage, settings, make_placer(state))

@@ -2,7 +2,7 @@
 
 `ClusterView` is the cluster at one moment, frozen: what one decision reads, handed
 to it whole, so that a decision never sees half of a change. The shell's store
-(`webhook.clusterstate.ClusterState`, kept current from files or informers) hands
+(`webhook.store.clusterstate.ClusterState`, kept current from files or informers) hands
 out its views in O(1): every kind is a persistent map (`immutables.Map`) that a
 write copies only along one path. Each kind has a revision counter so that derived
 indexes (pools, queue tables) can be cached and rebuilt only when their inputs

@@ -1,15 +1,15 @@
 """Where a workload just submitted to a queueing ClusterQueue will stand, and why it waits.
 
 A pod created into a ClusterQueue with `whenFull: Queue` is allowed gated; the queueing
-controller's next pass (`webhook.queueing.QueueController`) admits it or leaves it waiting
-with a message. The user who runs `kubectl create` should not have to wait for that pass to
+controller's next pass (`webhook.queueing.controller.QueueController`) admits it or leaves it
+waiting with a message. The user who runs `kubectl create` should not have to wait for that pass to
 learn the answer: `wait_at_submit` plays the pass over the queue's waiting workloads in the
 controller's order (`quota.waiting.waits_in_order`), admitting each one that fits against
 usage plus what the workloads before it took, exactly as the controller does: a pod after
 the other, a pod group all or nothing (its message in the group's numbers,
 `quota.decision.conclude_group`), a Job whole (`quota.decision.conclude_job`). A workload
 that already holds its charge (admitted by a pass that has not ungated it yet) only waits
-for that pass to finish. tests/webhook/test_submitwait.py checks against the controller
+for that pass to finish. tests/webhook/admission/test_submitwait.py checks against the controller
 itself that both give the same answer.
 
 The cost is bounded by the workloads waiting in that one ClusterQueue: the caller passes

@@ -8,8 +8,8 @@ through, the ledger writes what it admitted, and the Lease is released once noth
 admit any more.
 
 The Lease elects the replica that admits: the only one that decides admissions that hold
-quota (`webhook.kube.ledger`) and the one that runs the queue. The others forward such
-requests to it at the address it advertises on the Lease (`webhook.forwarding`).
+quota (`webhook.ledger.cluster`) and the one that runs the queue. The others forward such
+requests to it at the address it advertises on the Lease (`webhook.edge.forwarding`).
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from quota.placement import make_placer
 from quota.settings import Settings
-from webhook.backend import Backend, Ledger, MemoryLedger
+from webhook.admission.placementcache import CachedPlacer
+from webhook.edge.metrics import Metrics
 from webhook.kube.metricsauth import Verdict
-from webhook.metrics import Metrics
-from webhook.placementcache import CachedPlacer
-from webhook.preempting import Evictor
-from webhook.statedir import StateDirBackend
+from webhook.queueing.preempting import Evictor
+from webhook.store.backend import Backend, Ledger, MemoryLedger
+from webhook.store.statedir import StateDirBackend
 
 if TYPE_CHECKING:
     from webhook.kube.evictor import KubeEvictor
@@ -115,10 +115,10 @@ def live(
         from webhook.kube.client import KubeClient
         from webhook.kube.evictor import KubeEvictor
         from webhook.kube.lease import LeaseElector
-        from webhook.kube.ledger import ClusterLedger
         from webhook.kube.metricsauth import MetricsAuth
         from webhook.kube.queuestatus import QueueStatusWriter
         from webhook.kube.warmup import WarmUp
+        from webhook.ledger.cluster import ClusterLedger
     except ImportError as exc:
         return f"the live-cluster backend is not available in this build: {exc}"
     try:
@@ -164,7 +164,7 @@ def _queueing(
 ) -> Component:
     """The queueing controller, run by the elected replica; `writer` writes waiting pods
     and evicts for preemption."""
-    from webhook.queueing import QueueController
+    from webhook.queueing.controller import QueueController
 
     return QueueController(
         backend,

@@ -1,6 +1,6 @@
 """A live HTTPS server keeps answering through a serving-certificate renewal and a CA rotation.
 
-Two servers: `draquota serve`'s TLS stack (`webhook.serve.server_context` and
+Two servers: `draquota serve`'s TLS stack (`webhook.edge.serve.server_context` and
 `webhook_server`) and plain uvicorn wired by hand, both with a trivial ASGI app and
 `certs.reload.CertReloader` polling on the server's event loop. The client
 trusts the CA bundle read from ca.crt before every request, as the API server trusts the
@@ -84,7 +84,7 @@ def _uvicorn(cert_dir: Path) -> tuple[uvicorn.Server, CertReloader]:
 
 
 def _draquota_serve(cert_dir: Path) -> tuple[uvicorn.Server, CertReloader]:
-    from webhook.serve import server_context, webhook_server
+    from webhook.edge.serve import server_context, webhook_server
 
     context, reloader = server_context(cert_dir, reload_interval=0.02)
     return webhook_server(_app(None), "127.0.0.1", 0, context, reloader), reloader

@@ -30,11 +30,11 @@ from quota.waiting import ADMISSION_GATE
 from tests.security.cluster import Cluster
 from tests.webhook import preemption_builders as lab
 from tests.webhook.builders import AppClient, review
-from webhook.app import create_app
-from webhook.backend import MemoryLedger
-from webhook.metrics import Metrics
-from webhook.queueing import QueueController
-from webhook.statedir import StateDirBackend
+from webhook.edge.app import create_app
+from webhook.edge.metrics import Metrics
+from webhook.queueing.controller import QueueController
+from webhook.store.backend import MemoryLedger
+from webhook.store.statedir import StateDirBackend
 
 ROOT = Path(__file__).resolve().parents[2]
 MONITORING = ROOT / "manifests" / "monitoring"

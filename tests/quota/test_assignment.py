@@ -15,7 +15,7 @@ from quota.charge import FlavorResource
 from quota.queuetable import queue_table
 from quota.settings import Settings
 from tests.quota.queue_builders import scenario_objects
-from webhook.clusterstate import ClusterState
+from webhook.store.clusterstate import ClusterState
 
 GPUS = FlavorResource("default", "gpus")
 

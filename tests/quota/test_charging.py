@@ -13,7 +13,7 @@ from quota.settings import Settings
 from quota.usage import Usage
 from tests.quota.builders import claim, claim_template, device_class, pod
 from tests.quota.test_devicecharge import GI, GPU, MODEL_1G, MODEL_A100, gpu, pool
-from webhook.clusterstate import ClusterState
+from webhook.store.clusterstate import ClusterState
 
 
 def _queue(memory: str, gpus: int | None = 100) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from quota.derived import DerivedCache
 from quota.errors import InvalidObject, InvalidQuantity, NotFound, ObjectRef
 from quota.workloads import as_workload
 from tests.quota.builders import VERSIONS, claim, claim_template, container, device_class, pod
-from webhook.clusterstate import ClusterState
+from webhook.store.clusterstate import ClusterState
 
 GPU2 = {
     "requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.example.com", "count": 2}}]

@@ -21,7 +21,7 @@ from quota.settings import Settings
 from quota.usage import Usage
 from quota.verdict import Decision, Verdict
 from tests.quota.queue_builders import scenario_objects, submission_object
-from webhook.clusterstate import ClusterState
+from webhook.store.clusterstate import ClusterState
 
 FIXTURES = Path(__file__).parent / "fixtures" / "queues"
 # The fixture tables give the answer as the webhook's status code.

@@ -16,7 +16,7 @@ from quota.verdict import Verdict
 from tests.quota.queue_builders import scenario_objects, submission_object
 from tests.quota.test_placement import cluster as placement_cluster
 from tests.quota.test_placement import gpus
-from webhook.clusterstate import ClusterState
+from webhook.store.clusterstate import ClusterState
 
 SCENARIO = {
     "flavors": [

@@ -13,7 +13,7 @@ from quota.lending import Lending, lending
 from quota.queuetable import queue_table
 from quota.settings import Settings
 from tests.quota.queue_builders import scenario_objects
-from webhook.clusterstate import ClusterState
+from webhook.store.clusterstate import ClusterState
 
 GPUS = FlavorResource("default", "gpus")
 

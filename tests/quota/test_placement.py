@@ -11,7 +11,7 @@ from quota.claimspec import parse_claim_spec
 from quota.devices import claim_devices
 from quota.placement import Placement, make_placer, place_claims
 from quota.placement import index as index_module
-from webhook.clusterstate import ClusterState
+from webhook.store.clusterstate import ClusterState
 
 GPU = "gpu.example.com"
 ROOT = "resource.kubernetes.io/pcieRoot"

@@ -14,7 +14,7 @@ from quota.settings import Settings
 from quota.usage import Usage
 from tests.quota.queue_builders import scenario_objects
 from tests.robustness.hostile import GPU, first_available_spec, node_objects, pod, template
-from webhook.clusterstate import ClusterState
+from webhook.store.clusterstate import ClusterState
 
 SCENARIO: dict[str, Any] = {
     "flavors": [

@@ -13,7 +13,7 @@ from quota.demand import pod_demand
 from quota.errors import InvalidObject
 from quota.workloads import as_workload
 from tests.quota.builders import device_class
-from webhook.clusterstate import ClusterState
+from webhook.store.clusterstate import ClusterState
 
 CASES = yaml.safe_load((Path(__file__).parent / "fixtures/counting/pods.yaml").read_text())
 

@@ -1,7 +1,7 @@
 """Where a workload just submitted to a queueing ClusterQueue stands (quota.position): the
 controller's next pass played over what waits, as a table of scenarios.
 
-tests/webhook/test_submitwait.py checks the same answers against the controller itself.
+tests/webhook/admission/test_submitwait.py checks the same answers against the controller itself.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from quota.settings import Settings
 from quota.usage import Usage
 from quota.waiting import ADMISSION_GATE, GROUP_LABEL, GROUP_TOTAL_ANNOTATION, waiting_among
 from tests.webhook.builders import FLAVOR, NAMESPACE, QUEUE, cluster_objects, pod
-from webhook.clusterstate import ClusterState
+from webhook.store.clusterstate import ClusterState
 
 SETTINGS = Settings(placement="Off")
 NOW = 1_800_000_000.0

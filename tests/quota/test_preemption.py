@@ -30,7 +30,7 @@ from quota.queuetable import QueueTable, queue_table
 from quota.settings import Settings
 from quota.usage import Usage
 from tests.quota.queue_builders import cluster_queue, scenario_objects
-from webhook.clusterstate import ClusterState
+from webhook.store.clusterstate import ClusterState
 
 GPU_CLASS = "gpu.example.com"
 DEFAULT = FlavorResource("default", "gpus")

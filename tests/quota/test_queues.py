@@ -22,7 +22,7 @@ from quota.routing import namespace_selected
 from quota.settings import Settings
 from quota.status import queue_condition
 from tests.quota.queue_builders import cluster_queue, scenario_objects
-from webhook.clusterstate import ClusterState
+from webhook.store.clusterstate import ClusterState
 
 BASE = cluster_queue(
     {

@@ -31,7 +31,7 @@ from quota.status import (
 )
 from quota.usage import Usage
 from tests.quota.queue_builders import scenario_objects
-from webhook.clusterstate import ClusterState
+from webhook.store.clusterstate import ClusterState
 
 CRDS = Path(__file__).resolve().parents[2] / "manifests" / "base" / "crds"
 NOW, LATER = "2026-11-21T00:00:00Z", "2026-11-21T01:00:00Z"

@@ -20,7 +20,7 @@ from quota.queues import (
 from quota.queuetable import queue_table
 from quota.settings import Settings
 from tests.quota.test_queues import _with
-from webhook.clusterstate import ClusterState
+from webhook.store.clusterstate import ClusterState
 
 CRDS = Path(__file__).resolve().parents[2] / "manifests" / "base" / "crds"
 

@@ -9,7 +9,7 @@ from quota.settings import Settings
 from quota.together import Member, conclude_in_turn
 from quota.usage import Usage
 from tests.quota.queue_builders import scenario_objects, submission_object
-from webhook.clusterstate import ClusterState
+from webhook.store.clusterstate import ClusterState
 
 GPU = "gpu.example.com"
 SUBJECT = "pod group team-a/trio"

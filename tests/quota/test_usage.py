@@ -7,7 +7,7 @@ from quota.livepods import is_live_pod, live_pod_charge, usage_from_pods
 from quota.settings import Settings
 from quota.usage import Usage
 from tests.quota.queue_builders import scenario_objects, submission_object
-from webhook.clusterstate import ClusterState
+from webhook.store.clusterstate import ClusterState
 
 GPUS = FlavorResource("default", "gpus")
 

@@ -19,7 +19,7 @@ from quota.waiting import (
     waiting_workloads,
 )
 from tests.webhook.builders import NAMESPACE, QUEUE, cluster_objects
-from webhook.clusterstate import ClusterState
+from webhook.store.clusterstate import ClusterState
 
 
 def _table(strategy: str = "BestEffortFIFO", when_full: str = "Queue") -> Any:

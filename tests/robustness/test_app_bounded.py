@@ -17,10 +17,10 @@ from quota.placement import Placement
 from quota.settings import Settings
 from quota.usage import Usage
 from tests.webhook.builders import AppClient, FakeBackend, cluster_state, pod, review
-from webhook.app import create_app
-from webhook.backend import MemoryLedger
-from webhook.metrics import UNKNOWN_QUEUE, Metrics
-from webhook.runner import AdmissionRunner
+from webhook.edge.app import create_app
+from webhook.edge.metrics import UNKNOWN_QUEUE, Metrics
+from webhook.edge.runner import AdmissionRunner
+from webhook.store.backend import MemoryLedger
 
 PLACED = Placement(True, node="node-0")  # what the fake placers answer
 

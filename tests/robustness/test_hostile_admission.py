@@ -24,10 +24,10 @@ from tests.robustness.hostile import (
     unsatisfiable_constraint_spec,
 )
 from tests.webhook.builders import AppClient, FakeBackend, review
-from webhook.app import create_app
-from webhook.backend import MemoryLedger
-from webhook.clusterstate import ClusterState
-from webhook.placementcache import CachedPlacer
+from webhook.admission.placementcache import CachedPlacer
+from webhook.edge.app import create_app
+from webhook.store.backend import MemoryLedger
+from webhook.store.clusterstate import ClusterState
 
 SCENARIO: dict[str, Any] = {
     "queues": [{"name": "a", "classes": {"gpus": [GPU]}, "groups": [{"default": {"gpus": 64}}]}],

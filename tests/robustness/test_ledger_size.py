@@ -21,11 +21,11 @@ from tests.fakeapi import FakeApiServer
 from tests.webhook.kube.conftest import FAST, api, client, kubeconfig  # noqa: F401
 from tests.webhook.kube.objects import NAMESPACE, QUEUE, cluster_objects, gpu_pod
 from tests.webhook.kube.test_backend import eventually
-from tests.webhook.kube.test_ledger import Clock
+from tests.webhook.ledger.test_cluster import Clock
 from webhook.kube.backend import KubeBackend
 from webhook.kube.client import KubeClient
-from webhook.kube.ledger import ClusterLedger, LedgerOptions
-from webhook.kube.reservations import SHARD_BYTES, shards_of
+from webhook.ledger.cluster import ClusterLedger, LedgerOptions
+from webhook.ledger.reservations import SHARD_BYTES, shards_of
 
 pytestmark = pytest.mark.integration
 

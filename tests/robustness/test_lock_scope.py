@@ -22,9 +22,9 @@ from tests.webhook.builders import (
     pod,
     submit,
 )
-from webhook.app import create_app
-from webhook.backend import MemoryLedger
-from webhook.clusterstate import ClusterState
+from webhook.edge.app import create_app
+from webhook.store.backend import MemoryLedger
+from webhook.store.clusterstate import ClusterState
 
 
 def test_placement_runs_while_the_ledger_lock_is_free() -> None:

@@ -31,7 +31,7 @@ from tests.robustness.hostile import (
     nothing_matches_request,
     unsatisfiable_constraint_spec,
 )
-from webhook.clusterstate import ClusterState
+from webhook.store.clusterstate import ClusterState
 
 
 def claim(name: str, spec: dict[str, Any]) -> PodClaim:

@@ -18,7 +18,7 @@ from quota.usage import Usage
 from quota.verdict import Verdict
 from quota.workloads import as_workload
 from tests.quota.queue_builders import scenario_objects
-from webhook.clusterstate import ClusterState
+from webhook.store.clusterstate import ClusterState
 
 HUGE = ["1e999999", "0.000000001e999999", "1e300000", "9" * 100_000]
 

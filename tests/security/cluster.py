@@ -23,9 +23,9 @@ import orjson
 from quota.charge import FlavorResource
 from quota.settings import Settings
 from tests.webhook.builders import AppClient, FakeBackend, review
-from webhook.app import create_app
-from webhook.backend import MemoryLedger
-from webhook.clusterstate import ClusterState
+from webhook.edge.app import create_app
+from webhook.store.backend import MemoryLedger
+from webhook.store.clusterstate import ClusterState
 
 __all__ = ["Clock", "Cluster"]
 

@@ -19,7 +19,7 @@ from quota.claimspec import parse_claim_spec
 from quota.devices import claim_devices
 from quota.placement import make_placer
 from tests.robustness.hostile import GPU, NAMESPACE, node_objects
-from webhook.clusterstate import ClusterState
+from webhook.store.clusterstate import ClusterState
 
 
 def _flood(pod: int, literals: int = 300) -> dict[str, Any]:

@@ -30,9 +30,9 @@ from tests.webhook.builders import (
     pod,
     review,
 )
-from webhook.app import create_app
-from webhook.backend import MemoryLedger
-from webhook.clusterstate import ClusterState
+from webhook.edge.app import create_app
+from webhook.store.backend import MemoryLedger
+from webhook.store.clusterstate import ClusterState
 
 WORKERS = 4  # half of them, 2, per namespace; 8 more may wait
 WAIT = 30.0  # bound of every wait for another thread: never reached when the code is right

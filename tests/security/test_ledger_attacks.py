@@ -28,11 +28,11 @@ from tests.webhook.builders import AppClient, review
 from tests.webhook.kube.conftest import FAST
 from tests.webhook.kube.objects import NAMESPACE, QUEUE, cluster_objects, gpu_pod
 from tests.webhook.kube.test_backend import eventually
-from webhook.app import create_app
+from webhook.edge.app import create_app
 from webhook.kube.backend import KubeBackend
 from webhook.kube.client import KubeClient
-from webhook.kube.ledger import ClusterLedger, LedgerOptions
-from webhook.kube.reservations import shards_of
+from webhook.ledger.cluster import ClusterLedger, LedgerOptions
+from webhook.ledger.reservations import shards_of
 
 pytestmark = pytest.mark.integration
 

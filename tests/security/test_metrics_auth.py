@@ -15,10 +15,10 @@ import pytest
 from quota.settings import Settings
 from tests.fakeapi import FakeApiServer
 from tests.webhook.builders import AppClient, FakeBackend, cluster_state
-from webhook.app import create_app
-from webhook.backend import MemoryLedger
+from webhook.edge.app import create_app
 from webhook.kube.client import KubeClient
 from webhook.kube.metricsauth import AnswerCache, MetricsAuth
+from webhook.store.backend import MemoryLedger
 
 pytestmark = pytest.mark.integration
 

@@ -23,7 +23,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from certs.authority import create_ca
 from certs.keypair import KeyPair
 from tests.webhook.builders import pod, review
-from tests.webhook.test_serve import Server
+from tests.webhook.edge.test_serve import Server
 
 pytestmark = pytest.mark.integration
 

@@ -1,6 +1,6 @@
 """Attacks on the prepared-decision cache: pods that look like another team's pods.
 
-draquota keeps one preparation per pod content (`webhook.preparedcache`), leaving the
+draquota keeps one preparation per pod content (`webhook.admission.preparedcache`), leaving the
 pod's name, uid and owners out of the key. A user who copies another team's pod, or
 sends many pods, must still be routed, counted and charged as their own pod says.
 """

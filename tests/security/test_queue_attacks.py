@@ -8,7 +8,7 @@ import copy
 from quota.waiting import ADMISSION_GATE, is_gated
 from tests.security.cluster import Cluster
 from tests.webhook.builders import FLAVOR, FLAVOR_LABELS, QUEUE, cluster_objects, pod, review
-from tests.webhook.test_queueing import (
+from tests.webhook.queueing.test_controller import (
     controller,
     gpu_job,
     gpus,
@@ -21,7 +21,7 @@ from tests.webhook.test_queueing import (
     submit,
     submit_jobs,
 )
-from tests.webhook.test_queueing_writes import counted
+from tests.webhook.queueing.test_controller_writes import counted
 
 
 def _ungated(obj: dict[str, object]) -> dict[str, object]:

@@ -11,7 +11,7 @@ from typing import Any
 from quota.livepods import is_gated, is_live_pod
 from tests.security.cluster import JOB_CONTROLLER, Cluster
 from tests.webhook.builders import pod, review
-from tests.webhook.test_queueing import (
+from tests.webhook.queueing.test_controller import (
     controller,
     gpu_job,
     gpu_template,

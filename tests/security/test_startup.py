@@ -12,10 +12,10 @@ from tests.fakeapi import FakeApiServer
 from tests.webhook.builders import AppClient, review
 from tests.webhook.kube.conftest import FAST, InformersHeld
 from tests.webhook.kube.objects import cluster_objects, gpu_pod
-from webhook.app import create_app
+from webhook.edge.app import create_app
 from webhook.kube.backend import KubeBackend
 from webhook.kube.client import KubeClient
-from webhook.kube.ledger import ClusterLedger
+from webhook.ledger.cluster import ClusterLedger
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ import httpx
 import jsonpatch
 import orjson
 
-from webhook.clusterstate import ClusterState
+from webhook.store.clusterstate import ClusterState
 
 __all__ = [
     "FLAVOR",

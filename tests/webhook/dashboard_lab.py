@@ -15,9 +15,9 @@ import yaml
 
 from quota.queuetable import queue_table
 from quota.settings import Settings
-from webhook.clusterstate import ClusterState
 from webhook.commands._cluster import memory_usage
 from webhook.dashboard.model import cluster_cards, waiting
+from webhook.store.clusterstate import ClusterState
 
 __all__ = ["LAB", "admin_view", "lab_objects", "of"]
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from webhook.serve import server_context, webhook_server
+from webhook.edge.serve import server_context, webhook_server
 
 ADMISSION = Path(__file__).resolve().parents[1] / "manifests" / "fixtures" / "admission"
 POD = "pod-create-with-claim-template"  # Pod team-a/claimed, one GPU claim from a template
@@ -37,7 +37,7 @@ def uid_of(body: bytes) -> str:
 
 @dataclass
 class Election:
-    """Which replica admits, as a test sets it (`webhook.forwarding.Elected`)."""
+    """Which replica admits, as a test sets it (`webhook.edge.forwarding.Elected`)."""
 
     lead: bool = False
     address: str = ""
@@ -61,7 +61,7 @@ class Running:
 
 @contextmanager
 def serving(app: Any, cert_dir: Path, client_ca: Path | None = None) -> Iterator[Running]:
-    """`app` served as `draquota serve` serves it (`webhook.serve`), on 127.0.0.1 over TLS
+    """`app` served as `draquota serve` serves it (`webhook.edge.serve`), on 127.0.0.1 over TLS
     with the certificate of `cert_dir`, in a thread of its own, until the block ends."""
     context, reloader = server_context(cert_dir, reload_interval=3600, client_ca=client_ca)
     server = webhook_server(app, "127.0.0.1", 0, context, reloader, graceful_seconds=1)

@@ -18,14 +18,14 @@ from quota.cluster import Obj
 from quota.livepods import pod_key, pod_uid
 from tests.security.cluster import Cluster
 from tests.webhook.builders import FLAVOR, GPU_CLASS, TEMPLATE, cluster_objects, pod
-from tests.webhook.test_queueing import ApiWriter
-from webhook.admittedworkloads import (
+from tests.webhook.queueing.test_controller import ApiWriter
+from webhook.edge.metrics import Metrics
+from webhook.queueing.admittedworkloads import (
     DISRUPTION_TARGET,
     PREEMPTED_ANNOTATION,
     PREEMPTED_BY_DRAQUOTA,
 )
-from webhook.metrics import Metrics
-from webhook.queueing import QueueController
+from webhook.queueing.controller import QueueController
 
 GPU = "gpu"
 GRACE = 30

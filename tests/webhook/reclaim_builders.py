@@ -13,8 +13,8 @@ from typing import Any
 from tests.security.cluster import Cluster
 from tests.webhook.builders import AppClient
 from tests.webhook.preemption_builders import ClusterEvictor, cluster_queue, lab
-from webhook.app import create_app
-from webhook.metrics import Metrics
+from webhook.edge.app import create_app
+from webhook.edge.metrics import Metrics
 
 __all__ = ["Replica", "preempted", "reject", "reject_lab"]
 

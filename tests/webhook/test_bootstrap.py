@@ -10,12 +10,12 @@ from quota.settings import Settings
 from tests.fakeapi import FakeApiServer
 from tests.webhook.builders import cluster_objects
 from tests.webhook.kube.conftest import write_kubeconfig
-from webhook.backend import MemoryLedger
 from webhook.bootstrap import InOrder, Wiring, embedded, live
+from webhook.edge.metrics import Metrics
 from webhook.kube.backend import KubeBackend
-from webhook.kube.ledger import ClusterLedger
-from webhook.metrics import Metrics
-from webhook.statedir import StateDirBackend
+from webhook.ledger.cluster import ClusterLedger
+from webhook.store.backend import MemoryLedger
+from webhook.store.statedir import StateDirBackend
 
 
 class Part:

@@ -438,7 +438,7 @@ def test_serve_removes_its_throwaway_certificate_on_exit(tmp_path: Path) -> None
 
 
 def test_progress_is_told_how_far_a_large_file_has_been_read(tmp_path: Path) -> None:
-    from webhook.state import load_inputs
+    from webhook.store.manifests import load_inputs
 
     big = tmp_path / "big.yaml"
     big.write_text("".join(f"---\nkind: Pod\nmetadata: {{name: p{i}}}\n" for i in range(2500)))

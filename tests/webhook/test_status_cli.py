@@ -23,11 +23,11 @@ from tests.fakeapi import ApiError, FakeApiServer
 from tests.security.cluster import Cluster
 from tests.webhook import gpu_memory
 from tests.webhook.gpu_memory import write_state
-from webhook.backend import MemoryLedger
 from webhook.cli import main
 from webhook.commands import status
 from webhook.commands._cluster import memory_usage
 from webhook.commands._localqueues import computed_status
+from webhook.store.backend import MemoryLedger
 
 pytestmark = pytest.mark.usefixtures("no_machine_kubeconfig")
 

@@ -21,8 +21,8 @@ from quota.errors import DraquotaError
 from quota.settings import Settings
 from quota.usage import Usage
 from quota.waitreport import PENDING, PENDING_EVENTS
-from webhook.clusterstate import ClusterState
 from webhook.commands._kubeconfig import KubeConfig, find_kubeconfig, load_kubeconfig
+from webhook.store.clusterstate import ClusterState
 
 __all__ = [
     "CLUSTER",
@@ -74,7 +74,7 @@ class _Snapshot:
 
 def memory_usage(state: ClusterState, settings: Settings) -> Usage:
     """Usage of the live pods of a `--state` view (what `serve --state` starts from)."""
-    from webhook.backend import MemoryLedger
+    from webhook.store.backend import MemoryLedger
 
     return MemoryLedger(state, settings).usage()
 
@@ -154,8 +154,8 @@ def read_cluster(
 
 
 def _cluster_scope(client: Any, server: str, wanted: list[Any], settings: Settings) -> Snapshot:
-    from webhook.kube.ledger import ClusterLedger
     from webhook.kube.resources import list_objects
+    from webhook.ledger.cluster import ClusterLedger
 
     state = ClusterState()
     for resource in wanted:

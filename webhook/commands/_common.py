@@ -18,7 +18,7 @@ from quota.claims import CLAIM_KINDS
 from quota.errors import InvalidObject
 from quota.settings import Settings
 from quota.workloads import WORKLOAD_KINDS
-from webhook.state import decode_text, load_inputs, parse_yaml
+from webhook.store.manifests import decode_text, load_inputs, parse_yaml
 
 __all__ = [
     "OUTPUTS",

@@ -1,5 +1,6 @@
-"""What the queueing controller would do next: one pass of `webhook.queueing.QueueController`
-over a cluster view, with a ledger and a pod writer that only remember (nothing is written).
+"""What the queueing controller would do next: one pass of
+`webhook.queueing.controller.QueueController` over a cluster view, with a ledger and a pod writer
+that only remember (nothing is written).
 
 `draquota check` submits its pods and Jobs of queues with `whenFull: Queue` to the view as
 the API server would create them (gated, suspended), then runs this pass: each gets the
@@ -28,7 +29,7 @@ from quota.settings import Settings
 from quota.usage import Usage
 from quota.verdict import Decision
 from quota.waiting import GROUP_LABEL
-from webhook.clusterstate import ClusterState
+from webhook.store.clusterstate import ClusterState
 
 __all__ = ["PassResult", "as_created", "next_pass", "workload_key"]
 
@@ -159,7 +160,7 @@ def next_pass(
     now: float,
 ) -> PassResult:
     """The controller's next pass over `state`, against `usage` and `records`."""
-    from webhook.queueing import QueueController
+    from webhook.queueing.controller import QueueController
 
     ledger = _Ledger(usage, records)
     backend = _Backend(state)

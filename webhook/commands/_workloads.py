@@ -38,8 +38,8 @@ from quota.routing import DEFAULT_LOCAL_QUEUE
 from quota.usage import Usage
 from quota.waiting import GROUP_LABEL, GROUP_TOTAL_ANNOTATION
 from quota.waitreport import parse_wait, pending_messages, quota_reserved
-from webhook.admittedworkloads import DISRUPTION_TARGET, PREEMPTED_ANNOTATION, is_marked
-from webhook.podusage import job_holder
+from webhook.ledger.podusage import job_holder
+from webhook.queueing.admittedworkloads import DISRUPTION_TARGET, PREEMPTED_ANNOTATION, is_marked
 
 __all__ = [
     "Units",

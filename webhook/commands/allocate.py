@@ -31,7 +31,6 @@ from quota.errors import InvalidObject, NotFound
 from quota.placement import ClusterPlacer, Placement, make_placer
 from quota.settings import Settings
 from quota.workloads import WORKLOAD_KINDS, as_workload
-from webhook.clusterstate import ClusterState
 from webhook.commands._cluster import cluster_config, read_cluster
 from webhook.commands._common import (
     Progress,
@@ -42,7 +41,8 @@ from webhook.commands._common import (
     read_inputs,
 )
 from webhook.commands._kubeconfig import add_kubeconfig_arguments, namespace_of
-from webhook.state import STDIN, load_state
+from webhook.store.clusterstate import ClusterState
+from webhook.store.manifests import STDIN, load_state
 
 __all__ = ["collect_claims", "configure", "run"]
 

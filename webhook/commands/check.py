@@ -44,7 +44,6 @@ from quota.usage import Usage
 from quota.verdict import Decision
 from quota.workloads import WORKLOAD_KINDS
 from webhook.cli import EXIT_BAD_INPUT
-from webhook.clusterstate import ClusterState
 from webhook.commands._cluster import Forbidden, Snapshot, cluster_config, read_cluster
 from webhook.commands._common import (
     Progress,
@@ -57,7 +56,8 @@ from webhook.commands._common import (
 )
 from webhook.commands._kubeconfig import KubeConfig, add_kubeconfig_arguments, namespace_of
 from webhook.commands._whatif import PassResult, as_created, next_pass, workload_key
-from webhook.state import load_state
+from webhook.store.clusterstate import ClusterState
+from webhook.store.manifests import load_state
 
 __all__ = ["check_objects", "configure", "run"]
 

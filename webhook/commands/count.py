@@ -27,7 +27,6 @@ from quota.queues import parse_cluster_queue
 from quota.settings import Settings
 from quota.sources import DeviceSource
 from quota.workloads import WORKLOAD_KINDS, as_workload
-from webhook.clusterstate import ClusterState
 from webhook.commands._cluster import cluster_config, read_cluster
 from webhook.commands._common import (
     Progress,
@@ -38,7 +37,8 @@ from webhook.commands._common import (
     read_inputs,
 )
 from webhook.commands._kubeconfig import add_kubeconfig_arguments, namespace_of
-from webhook.state import load_state
+from webhook.store.clusterstate import ClusterState
+from webhook.store.manifests import load_state
 
 # What counting reads of a live cluster: the claims and templates pods name, and the
 # DeviceClasses that give extended resources (an admin's; a namespace user counts without).

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from webhook.commands._common import load_settings
-from webhook.statedir import StateDirBackend
+from webhook.store.statedir import StateDirBackend
 
 __all__ = ["configure", "run"]
 
@@ -133,12 +133,12 @@ def _cert_dir(args: argparse.Namespace) -> Path | str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from webhook.app import create_app
     from webhook.bootstrap import Wiring, embedded, live
-    from webhook.forwarding import Forwarder, advertise_address
-    from webhook.logs import configure_logging
-    from webhook.metrics import Metrics
-    from webhook.serve import server_context, webhook_server
+    from webhook.edge.app import create_app
+    from webhook.edge.forwarding import Forwarder, advertise_address
+    from webhook.edge.logs import configure_logging
+    from webhook.edge.metrics import Metrics
+    from webhook.edge.serve import server_context, webhook_server
 
     settings = load_settings(args.config)
     if args.state is not None and not args.state.is_dir():

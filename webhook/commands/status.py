@@ -47,7 +47,6 @@ from quota.sources import unit_in
 from quota.status import cluster_queue_summary
 from quota.usage import Usage
 from quota.waiting import waiting_in
-from webhook.clusterstate import ClusterState
 from webhook.commands._cluster import (
     CLUSTER,
     Forbidden,
@@ -80,7 +79,8 @@ from webhook.commands._workloads import (
     workload_notes,
     workload_table,
 )
-from webhook.state import load_state
+from webhook.store.clusterstate import ClusterState
+from webhook.store.manifests import load_state
 
 __all__ = ["configure", "queue_status", "run"]
 

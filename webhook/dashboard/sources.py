@@ -91,9 +91,9 @@ class ClusterSource:
     scope = "Every ClusterQueue, kept current by watches as draquota serve does"
 
     def __init__(self, client: KubeClient, settings: Settings) -> None:
-        from webhook.gatedpods import GatedPods
         from webhook.kube.backend import KubeBackend
-        from webhook.kube.ledger import ClusterLedger
+        from webhook.ledger.cluster import ClusterLedger
+        from webhook.queueing.gatedpods import GatedPods
 
         self.client, self.settings = client, settings
         self.backend = KubeBackend(client)

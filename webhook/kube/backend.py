@@ -9,12 +9,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from quota.errors import DraquotaError
-from webhook.clusterstate import ClusterState
+from webhook.edge.runner import offload_if_inline
 from webhook.kube.backoff import Backoff
 from webhook.kube.client import ApiError, KubeClient, TransportError
 from webhook.kube.informer import Informer, InformerOptions
 from webhook.kube.resources import DRA_GROUP, ResourceType, discover_dra_version, watched_resources
-from webhook.runner import offload_if_inline
+from webhook.store.clusterstate import ClusterState
 
 __all__ = ["KubeBackend"]
 

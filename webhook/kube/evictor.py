@@ -26,15 +26,15 @@ from typing import Any
 
 from quota.cluster import Obj
 from quota.livepods import pod_uid
-from webhook.admittedworkloads import (
+from webhook.kube.client import ApiError, TransportError
+from webhook.kube.podwriter import KubePodWriter, log
+from webhook.kube.resources import JOB, POD
+from webhook.queueing.admittedworkloads import (
     DISRUPTION_TARGET,
     PREEMPTED_ANNOTATION,
     PREEMPTED_BY_DRAQUOTA,
     is_marked,
 )
-from webhook.kube.client import ApiError, TransportError
-from webhook.kube.podwriter import KubePodWriter, log
-from webhook.kube.resources import JOB, POD
 
 __all__ = ["PREEMPTED", "KubeEvictor"]
 

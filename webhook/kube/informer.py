@@ -20,11 +20,11 @@ from typing import Any
 
 from quota.cluster import meta_of
 from quota.errors import DraquotaError
-from webhook.clusterstate import ClusterState
 from webhook.kube.backoff import Backoff
 from webhook.kube.client import ApiError, KubeClient, TransportError, WatchStream
 from webhook.kube.resources import QUOTA_LEDGER, ResourceType
 from webhook.kube.trim import trimmed
+from webhook.store.clusterstate import ClusterState
 
 __all__ = ["Informer", "InformerOptions"]
 

@@ -32,10 +32,10 @@ from quota.settings import Settings
 from quota.status import cluster_queue_status, cluster_queue_summary, local_queue_status
 from quota.usage import Usage
 from quota.waiting import Waiting, waiting_in
-from webhook.clusterstate import ClusterState
-from webhook.gatedpods import GatedPods
 from webhook.kube.client import ApiError, KubeClient, TransportError
 from webhook.kube.resources import LOCAL_QUEUE, QUOTA_GROUP, QUOTA_VERSION, ResourceType
+from webhook.queueing.gatedpods import GatedPods
+from webhook.store.clusterstate import ClusterState
 
 __all__ = ["CLUSTER_QUEUE", "QueueStatusWriter"]
 

@@ -19,7 +19,7 @@ from typing import Any
 from quota.charge import QUEUE_LABEL
 from quota.waiting import GROUP_LABEL, GROUP_TOTAL_ANNOTATION
 from quota.waitreport import QUOTA_RESERVED
-from webhook.admittedworkloads import DISRUPTION_TARGET, PREEMPTED_ANNOTATION
+from webhook.queueing.admittedworkloads import DISRUPTION_TARGET, PREEMPTED_ANNOTATION
 
 __all__ = ["trimmed", "trimmed_job", "trimmed_pod"]
 

@@ -12,10 +12,10 @@ from tests.webhook.builders import AppClient, submit
 from tests.webhook.kube.conftest import FAST
 from tests.webhook.kube.objects import cluster_objects, gpu_pod
 from tests.webhook.kube.test_backend import eventually
-from webhook.app import create_app
+from webhook.edge.app import create_app
 from webhook.kube.backend import KubeBackend
 from webhook.kube.client import KubeClient
-from webhook.kube.ledger import ClusterLedger
+from webhook.ledger.cluster import ClusterLedger
 
 pytestmark = pytest.mark.integration
 

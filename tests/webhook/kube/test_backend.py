@@ -14,13 +14,13 @@ import pytest
 from tests.fakeapi import FakeApiServer
 from tests.webhook.kube.conftest import FAST, InformersHeld, write_kubeconfig
 from tests.webhook.kube.objects import NAMESPACE, TEMPLATE, cluster_objects, gpu_pod
-from webhook.clusterstate import ClusterState
+from webhook.edge.runner import AdmissionRunner
 from webhook.kube.backend import KubeBackend
 from webhook.kube.backoff import Backoff
 from webhook.kube.client import KubeClient
 from webhook.kube.informer import Informer
 from webhook.kube.resources import QUOTA_LEDGER
-from webhook.runner import AdmissionRunner
+from webhook.store.clusterstate import ClusterState
 
 pytestmark = pytest.mark.integration
 

@@ -30,9 +30,9 @@ from tests.webhook.kube.test_podwriter import (
     set_claim_status,
     stored,
 )
-from webhook.admittedworkloads import PREEMPTED_ANNOTATION, is_marked
 from webhook.kube.client import KubeClient
 from webhook.kube.evictor import PREEMPTED, KubeEvictor
+from webhook.queueing.admittedworkloads import PREEMPTED_ANNOTATION, is_marked
 
 pytestmark = pytest.mark.integration
 

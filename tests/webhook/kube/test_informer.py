@@ -19,10 +19,10 @@ import pytest
 from tests.fakeapi import FakeApiServer
 from tests.webhook.kube.conftest import FAST
 from tests.webhook.kube.objects import NAMESPACE, gpu_pod
-from webhook.clusterstate import ClusterState
 from webhook.kube.client import KubeClient, Obj, Timeout, WatchStream
 from webhook.kube.informer import Informer
 from webhook.kube.resources import POD
+from webhook.store.clusterstate import ClusterState
 
 pytestmark = pytest.mark.integration
 

@@ -28,11 +28,11 @@ from quota.cluster import Obj
 from quota.livepods import is_gated
 from tests.fakeapi import FakeApiServer
 from tests.security.cluster import Cluster
-from tests.webhook.test_queueing import ApiWriter, gpus, queueing_cluster, submit
+from tests.webhook.queueing.test_controller import ApiWriter, gpus, queueing_cluster, submit
 from webhook.kube.client import KubeClient
 from webhook.kube.podwriter import ATTEMPTS, KubePodWriter, event_name
 from webhook.kube.trim import trimmed_job
-from webhook.queueing import QueueController
+from webhook.queueing.controller import QueueController
 
 pytestmark = pytest.mark.integration
 

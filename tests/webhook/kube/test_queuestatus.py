@@ -14,11 +14,11 @@ from tests.fakeapi import FakeApiServer
 from tests.webhook import gpu_memory
 from tests.webhook.kube.objects import QUEUE, gpu_pod
 from tests.webhook.kube.test_backend import eventually
-from tests.webhook.kube.test_ledger import Clock, make, start_instance
-from webhook.clusterstate import ClusterState
+from tests.webhook.ledger.test_cluster import Clock, make, start_instance
 from webhook.kube.client import KubeClient
-from webhook.kube.ledger import LedgerOptions
 from webhook.kube.queuestatus import QueueStatusWriter
+from webhook.ledger.cluster import LedgerOptions
+from webhook.store.clusterstate import ClusterState
 
 pytestmark = pytest.mark.integration
 

@@ -18,9 +18,9 @@ from quota.charge import CHARGE_ANNOTATION
 from tests.fakeapi import FakeApiServer
 from tests.webhook.kube.objects import QUEUE, cluster_objects, gpu_pod
 from tests.webhook.kube.test_backend import eventually
-from tests.webhook.kube.test_ledger import GPU, TTL, Clock, Instance, start_instance
+from tests.webhook.ledger.test_cluster import GPU, TTL, Clock, Instance, start_instance
 from webhook.kube.client import KubeClient
-from webhook.kube.ledger import LedgerOptions
+from webhook.ledger.cluster import LedgerOptions
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -16,9 +16,9 @@ from quota.queuetable import queue_table
 from quota.settings import Settings
 from quota.waiting import ADMISSION_GATE, GROUP_LABEL, GROUP_TOTAL_ANNOTATION, waiting_workloads
 from quota.workloads import as_workload
-from webhook.admittedworkloads import PREEMPTED_ANNOTATION, is_marked
 from webhook.kube.trim import trimmed_job, trimmed_pod
-from webhook.state import load_state
+from webhook.queueing.admittedworkloads import PREEMPTED_ANNOTATION, is_marked
+from webhook.store.manifests import load_state
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "manifests" / "examples"
 NOW = 1_800_000_000.0

@@ -1,0 +1,1 @@
+"""The HTTP edge: AdmissionReviews in and out, TLS, forwarding, fair queuing, metrics."""

@@ -1,0 +1,1 @@
+"""The ledger wing: who holds what quota, recorded in memory or in QuotaLedger objects."""

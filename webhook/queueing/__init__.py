@@ -1,0 +1,1 @@
+"""Queue mode: the controller that admits waiting workloads, preemption and reclaim."""
