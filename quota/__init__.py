@@ -10,9 +10,10 @@ The main path of an admission:
     demand = pod_demand(workload, state)   # devices per DeviceClass, shared claims, requests
     decision = decide(obj, state, usage, settings, make_placer(state))
 
-The core keeps nothing between calls: whoever owns `state` keeps a
-`quota.derived.DerivedCache` next to it and passes it as `cache=` (and keeps the
-placer), so that the queue table and parsed claims are not derived again per pod.
+The core's functions keep nothing between calls: what they derive from a view (the
+queue table, parsed claims) is kept with it, in `state.derived` (`quota.derived`), which
+every view of one store shares, so that it is not derived again per pod; the owner of
+`state` keeps the placer.
 A decision reads one view: `decide` and `prepare` take `state.snapshot()` once, and
 ask the placer about that view.
 """

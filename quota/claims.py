@@ -13,10 +13,10 @@ from typing import Any
 
 from quota.claimspec import ClaimSpec, api_version_of, parse_claim_spec
 from quota.cluster import ClusterView, Obj
-from quota.derived import DerivedCache
 from quota.devices import claim_devices
 from quota.errors import InvalidObject, NotFound, ObjectRef, object_ref
 from quota.fields import FieldReader
+from quota.objectkeys import namespace_of
 
 __all__ = [
     "CLAIM_KINDS",
@@ -66,8 +66,7 @@ def claim_references(pod: Obj, generated: bool = False) -> set[ClaimRef]:
     With `generated`, also the claims the control plane created for the pod's
     template entries (`status.resourceClaimStatuses`).
     """
-    metadata = pod.get("metadata")
-    namespace = (metadata.get("namespace") if isinstance(metadata, Mapping) else None) or "default"
+    namespace = namespace_of(pod)
     spec, status = pod.get("spec"), pod.get("status")
     entries = spec.get("resourceClaims") if isinstance(spec, Mapping) else None
     entries = list(entries) if isinstance(entries, list) else []
@@ -81,7 +80,7 @@ def claim_references(pod: Obj, generated: bool = False) -> set[ClaimRef]:
         for key, kind in _REF_FIELDS:
             name = entry.get(key)
             if isinstance(name, str) and name:
-                refs.add((kind, str(namespace), name))
+                refs.add((kind, namespace, name))
     return refs
 
 
@@ -98,7 +97,7 @@ def claim_spec_of(obj: Obj) -> ClaimSpec:
     """The normalised spec of a ResourceClaim or ResourceClaimTemplate object."""
     kind = obj.get("kind", "")
     metadata = obj.get("metadata") or {}
-    ref = object_ref(kind, metadata.get("namespace") or "default", metadata.get("name"))
+    ref = object_ref(kind, namespace_of(obj), metadata.get("name"))
     version = api_version_of(obj, ref)
     spec = FieldReader(ref).mapping(obj.get("spec"), "spec")
     if kind == "ResourceClaimTemplate":
@@ -135,7 +134,6 @@ def _entry_claim(
     state: ClusterView,
     reader: FieldReader,
     generated: Mapping[str, str],
-    cache: DerivedCache | None,
 ) -> PodClaim:
     entry = reader.mapping(entry, path)
     name = reader.string(entry.get("name"), f"{path}.name", True)
@@ -155,8 +153,8 @@ def _entry_claim(
     if obj is None:
         raise NotFound(kind, namespace, target, referrer=f"{reader.ref}: {reader.at(path)}")
     # A cluster object is parsed once while it is unchanged (every replica of a workload
-    # reads the same template).
-    spec, devices = _parsed(obj) if cache is None else cache.of_object("claim", obj, _parsed)
+    # reads the same template), kept with the view per kind (templates and claims apart).
+    spec, devices = state.derived.of_object("ResourceClaim" if obj is made else kind, obj, _parsed)
     allocation = (obj.get("status") or {}).get("allocation") if claim else None
     return PodClaim(
         entry=name,
@@ -175,7 +173,6 @@ def expand_pod_claims(
     ref: str | None = None,
     generated: bool = False,
     *,
-    cache: DerivedCache | None = None,
     base: str = "",
 ) -> tuple[PodClaim, ...]:
     """The claims of a pod (or pod template) in entry order, looked up in its namespace.
@@ -186,12 +183,12 @@ def expand_pod_claims(
     admission), status is ignored: the API server resets it on create.
     Raises NotFound naming the first template or claim missing (and listing, in
     `missing`, every one the pod names that `state` lacks), InvalidObject
-    when an entry or the claim spec it points at is malformed. `cache` keeps parsed
-    claim specs between calls (`quota.derived`); `base` is where the pod sits in the
+    when an entry or the claim spec it points at is malformed. Parsed claim specs are kept
+    with the view (`ClusterView.derived`); `base` is where the pod sits in the
     object `ref` names (`spec.template` for a Job), for the paths of errors.
     """
     metadata = pod.get("metadata") or {}
-    namespace = metadata.get("namespace") or "default"
+    namespace = namespace_of(pod)
     ref = ref or object_ref("Pod", namespace, metadata.get("name") or metadata.get("generateName"))
     reader = FieldReader(ref, base)
     spec = reader.mapping(pod.get("spec"), "spec")
@@ -199,7 +196,7 @@ def expand_pod_claims(
     made = _generated_names(pod) if generated else {}
     try:
         claims = [
-            _entry_claim(entry, f"spec.resourceClaims[{i}]", namespace, state, reader, made, cache)
+            _entry_claim(entry, f"spec.resourceClaims[{i}]", namespace, state, reader, made)
             for i, entry in enumerate(entries)
         ]
     except NotFound as exc:

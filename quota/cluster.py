@@ -5,8 +5,9 @@ to it whole, so that a decision never sees half of a change. The shell's store
 (`webhook.store.clusterstate.ClusterState`, kept current from files or informers) hands
 out its views in O(1): every kind is a persistent map (`immutables.Map`) that a
 write copies only along one path. Each kind has a revision counter so that derived
-indexes (pools, queue tables) can be cached and rebuilt only when their inputs
-changed.
+indexes (pools, queue tables) can be kept and rebuilt only when their inputs changed:
+what the core derives from a view is kept in the view's `derived` (`quota.derived`),
+which every view of one store shares.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Protocol
 
 import immutables
 
+from quota.derived import DerivedCache
 from quota.errors import InvalidObject
 
 __all__ = [
@@ -78,13 +80,15 @@ def meta_of(obj: Obj) -> tuple[str, str | None, str]:
 class ClusterView:
     """The cluster at one revision of every kind, frozen: reads only, safe from any thread.
 
-    `source` names the store the view was taken from: derived caches key on it and on
-    revisions, so that views of one store share what was derived from them. `generation`
-    counts the store's writes: two views of one source with the same generation have the
-    same revisions of every kind, so a caller that saw one need not read them again.
+    `source` names the store the view was taken from. `derived` keeps what the core derives
+    from the view (`quota.derived`): the store's views share one, keyed by revisions, so that
+    successive views of an unchanged store share what was derived from them; a view made
+    without one gets its own on first use. `generation` counts the store's writes: two views
+    of one source with the same generation have the same revisions of every kind, so a
+    caller that saw one need not read them again.
     """
 
-    __slots__ = ("_journal", "_objects", "_revisions", "generation", "source")
+    __slots__ = ("_derived", "_journal", "_objects", "_revisions", "generation", "source")
 
     def __init__(
         self,
@@ -93,12 +97,21 @@ class ClusterView:
         source: object = None,
         journal: Journal | None = None,
         generation: int = 0,
+        derived: DerivedCache | None = None,
     ) -> None:
         self._objects = objects
         self._revisions = revisions
         self.source = source if source is not None else object()
         self._journal = journal
         self.generation = generation
+        self._derived = derived
+
+    @property
+    def derived(self) -> DerivedCache:
+        """What the core derives from this view, kept with it (`quota.derived`)."""
+        if self._derived is None:  # two threads may make one each: either is right
+            self._derived = DerivedCache()
+        return self._derived
 
     @classmethod
     def of(cls, objects: Iterable[Obj]) -> ClusterView:
@@ -118,10 +131,12 @@ class ClusterView:
 
     def with_object(self, obj: Obj) -> ClusterView:
         """This view with `obj` added or replaced, as it will be once stored. A view of its
-        own (a new `source`): nothing derived from it is taken for the store's."""
+        own (a new `source`): nothing derived from it is taken for the store's, but values
+        derived per object are shared (`DerivedCache.variant`)."""
         kind, namespace, name = meta_of(obj)
         objects = self._objects.get(kind, _EMPTY).set((namespace, name), obj)
-        return ClusterView({**self._objects, kind: objects}, self._revisions)
+        variant = self.derived.variant()
+        return ClusterView({**self._objects, kind: objects}, self._revisions, derived=variant)
 
     def get(self, kind: str, namespace: str | None, name: str) -> Obj | None:
         """One object, or None."""

@@ -1,7 +1,7 @@
 """The admission decision for a Pod or a pod-template workload (SPEC §4).
 
 A workload is routed to its queues (`quota.routing`), its demand translated into the
-queue's quota resources (`quota.charging`) and every flavor judged (`quota.flavorfilter`)
+queue's quota resources (`quota.queuedemand`) and every flavor judged (`quota.flavorfilter`)
 by `prepare`; `conclude` then does the flavor and cohort arithmetic against live usage.
 Workloads (Job, Deployment, ...) are checked against the most the queue could ever hold,
 for one pod and for the pods a Job runs at once. A Job created into a ClusterQueue that
@@ -22,15 +22,14 @@ from typing import Any
 
 from quota.assignment import Assignment, assign_flavors
 from quota.charge import times
-from quota.charging import charge_of, charged_in, exceeds, first_flavors, node_labels
 from quota.cluster import ClusterView, ViewSource
 from quota.demand import existing_pod_demand, pod_demand
-from quota.derived import DerivedCache
 from quota.errors import DraquotaError
 from quota.flavorfilter import Placer, make_flavor_filter, placer_on
 from quota.hints import class_hint, foreign_label_warning
 from quota.prepared import Prepared
 from quota.quantity import sat_add
+from quota.queuedemand import charge_record, charged_in, exceeds, first_flavors, node_labels
 from quota.queuetable import queue_table
 from quota.routing import route_of, subject_of
 from quota.settings import Settings
@@ -56,10 +55,9 @@ def _prepare(
     settings: Settings,
     placer: Placer | None,
     operation: str,
-    cache: DerivedCache | None,
     generated: bool = False,
 ) -> Prepared | Decision:
-    table = queue_table(state, settings, cache=cache)
+    table = queue_table(state, settings)
     route = route_of(workload, state, table)
     label_warning = foreign_label_warning((workload.pod.get("metadata") or {}).get("labels"))
     warnings: list[str] = [label_warning] if label_warning else []
@@ -70,11 +68,7 @@ def _prepare(
         return route
     subject, name = subject_of(workload), route.local.name
     where = f'ClusterQueue "{route.queue.name}" (LocalQueue {route.local.key})'
-    demand = (
-        existing_pod_demand(workload, state, cache=cache)
-        if generated
-        else pod_demand(workload, state, cache=cache)
-    )
+    demand = existing_pod_demand(workload, state) if generated else pod_demand(workload, state)
     charged = charged_in(demand, route.queue, table)
     busy_everywhere = ""  # why no node of the cluster can host the claims right now
     if charged.unmapped:
@@ -230,13 +224,12 @@ def prepare(
     placer: Placer | None = None,
     operation: str = "CREATE",
     *,
-    cache: DerivedCache | None = None,
     generated: bool = False,
 ) -> Prepared | Decision:
     """The part of a decision that does not depend on usage (see `Prepared`), or the
     decision itself when that part already settles it: not managed, invalid, a
-    missing object, unplaceable, unmapped classes. `cache`: what is derived from
-    `state` is kept there between calls (`quota.derived`). `generated`: a pod that exists
+    missing object, unplaceable, unmapped classes. What is derived from `state` is kept
+    with its view (`ClusterView.derived`). `generated`: a pod that exists
     (one waiting in its queue) is charged by the claims generated for it too, never less
     than what it will be allocated.
 
@@ -248,7 +241,7 @@ def prepare(
     try:
         workload = as_workload(obj)
         placer = placer_on(placer, view)
-        return _prepare(workload, view, settings, placer, operation, cache, generated)
+        return _prepare(workload, view, settings, placer, operation, generated)
     except DraquotaError as exc:
         return refusal(exc)
 
@@ -355,7 +348,7 @@ def conclude_job(prepared: Prepared | Decision, usage: Usage) -> Decision:
     assignment = _against_usage(c, usage, warnings, pods)
     if not assignment.ok:
         return _quota_exceeded(c, assignment)
-    charge = charge_of(c.route, c.demand, c.charged, assignment.flavors, "")
+    charge = charge_record(c.route, c.demand, c.charged, assignment.flavors, "")
     return Decision(
         verdict=Verdict.ADMITTED,
         reason="Admitted",
@@ -374,8 +367,6 @@ def decide(
     settings: Settings,
     placer: Placer | None = None,
     operation: str = "CREATE",
-    *,
-    cache: DerivedCache | None = None,
 ) -> Decision:
     """Decide whether a Pod or pod-template workload may be admitted: `prepare`, then
     `conclude` against `usage`.
@@ -387,4 +378,4 @@ def decide(
     allowed with a warning. A pod's status and deletion fields are not read: on
     create the API server resets them, so they never exempt a pod.
     """
-    return conclude(prepare(obj, state, settings, placer, operation, cache=cache), usage)
+    return conclude(prepare(obj, state, settings, placer, operation), usage)

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from quota.claims import PodClaim, expand_pod_claims
 from quota.cluster import ClusterView
-from quota.derived import DerivedCache
 from quota.devicecharge import DeviceCatalog, device_catalog
 from quota.deviceclasses import extended_resource_classes, parse_device_class
 from quota.devices import add_devices
@@ -50,33 +48,31 @@ class PodDemand:
         return dict(sorted(total.items()))
 
 
-def extended_names(state: ClusterView, *, cache: DerivedCache | None = None) -> dict[str, str]:
+def extended_names(state: ClusterView) -> dict[str, str]:
     """Explicit extended-resource name -> DeviceClass, for the classes in the cluster view.
 
-    With a `cache`, kept until a DeviceClass changes: admission asks for it on every pod.
+    Kept with the view (`ClusterView.derived`) until a DeviceClass changes: admission asks
+    for it on every pod.
     """
+    view = state.snapshot()  # key and names read from one view, even when handed the store
 
     def build() -> dict[str, str]:
-        return extended_resource_classes(parse_device_class(o) for o in state.list("DeviceClass"))
+        return extended_resource_classes(parse_device_class(o) for o in view.list("DeviceClass"))
 
-    if cache is None:
-        return build()
-    return cache.latest("extended_names", (state.source, state.revision("DeviceClass")), build)
+    return view.derived.latest("extended_names", view.revision("DeviceClass"), build)
 
 
-def catalog_of(
-    state: ClusterView, *, cache: DerivedCache | None = None
-) -> Callable[[], DeviceCatalog]:
-    """The device catalog of the view, parsed on the first call only (with a `cache`, kept
-    until a ResourceSlice or DeviceClass changes): most pods never need it."""
+def catalog_of(state: ClusterView) -> Callable[[], DeviceCatalog]:
+    """The device catalog of the view, parsed on the first call only and kept with the view
+    (`ClusterView.derived`) until a ResourceSlice or DeviceClass changes: most pods never
+    need it."""
+    view = state.snapshot()
 
     def build() -> DeviceCatalog:
-        return device_catalog(state.list("ResourceSlice"), state.list("DeviceClass"))
+        return device_catalog(view.list("ResourceSlice"), view.list("DeviceClass"))
 
-    if cache is None:
-        return functools.cache(build)
-    key = (state.source, state.revision("ResourceSlice", "DeviceClass"))
-    return lambda: cache.latest("device_catalog", key, build)
+    key = view.revision("ResourceSlice", "DeviceClass")
+    return lambda: view.derived.latest("device_catalog", key, build)
 
 
 def pod_demand(
@@ -84,8 +80,6 @@ def pod_demand(
     state: ClusterView,
     generated: bool = False,
     saturate: bool = False,
-    *,
-    cache: DerivedCache | None = None,
 ) -> PodDemand:
     """The demand of one pod of `workload`, with claims looked up in `state` (`generated`:
     a live pod, charged for the claims generated for it; see `expand_pod_claims`).
@@ -93,16 +87,16 @@ def pod_demand(
     Errors name the original object and the field path inside it (for a Job,
     under `spec.template`). With `saturate` (a live pod, already stored), a request
     quantity that is out of range or does not parse is charged as much as possible
-    instead of raising (`quota.podresources.pod_resources`). `cache` keeps what is
-    derived from the cluster view between calls (`quota.derived`).
+    instead of raising (`quota.podresources.pod_resources`). What is derived from the
+    cluster view is kept with it (`ClusterView.derived`).
     """
     base = workload.template_path
-    claims = expand_pod_claims(workload.pod, state, workload.ref, generated, cache=cache, base=base)
+    claims = expand_pod_claims(workload.pod, state, workload.ref, generated, base=base)
     entries = {claim.entry for claim in claims}
     resources = pod_resources(
         workload.pod,
         workload.ref,
-        extended_names(state, cache=cache),
+        extended_names(state),
         entries,
         saturate=saturate,
         base=base,
@@ -121,21 +115,19 @@ def pod_demand(
         shared_claims=shared,
         resources=resources.requests,
         extended_devices=resources.extended_devices,
-        catalog=catalog_of(state, cache=cache),
+        catalog=catalog_of(state),
         lenient=saturate,
     )
 
 
-def existing_pod_demand(
-    workload: Workload, state: ClusterView, *, cache: DerivedCache | None = None
-) -> PodDemand:
+def existing_pod_demand(workload: Workload, state: ClusterView) -> PodDemand:
     """The demand of a pod that exists (one waiting in its queue): the larger, per
     DeviceClass, of its templates now and the claims the control plane already generated
     for it, with the generated claims placed (they are what the scheduler allocates). A
     template deleted since its claim was generated leaves the generated claims."""
-    made = pod_demand(workload, state, generated=True, cache=cache)
+    made = pod_demand(workload, state, generated=True)
     try:
-        templates = pod_demand(workload, state, cache=cache)
+        templates = pod_demand(workload, state)
     except DraquotaError:
         return made
     devices = dict(made.devices)

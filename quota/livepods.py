@@ -27,8 +27,8 @@ from typing import Any
 
 from quota.charge import Charge, at_least
 from quota.cluster import ClusterView, Obj
-from quota.derived import DerivedCache
 from quota.errors import DraquotaError
+from quota.objectkeys import object_key
 from quota.recharge import recompute_charge
 from quota.settings import Settings
 from quota.usage import Usage
@@ -59,8 +59,7 @@ def _metadata(pod: Obj) -> Mapping[str, Any]:
 
 def pod_key(pod: Obj) -> str:
     """`namespace/name`, the holder of a live pod's usage."""
-    metadata = _metadata(pod)
-    return f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
+    return object_key(pod)
 
 
 def pod_uid(pod: Obj) -> str:
@@ -141,21 +140,18 @@ def live_pod_charge(
     settings: Settings,
     now: float,
     admitted: Charge | None = None,
-    *,
-    cache: DerivedCache | None = None,
 ) -> Charge | None:
     """What a pod holds at `now`; None when it is not live or not managed.
 
     `admitted` is the pod's admission record (trusted: only draquota writes it).
     It names the queue and flavors; the pod's claims as they are now may raise the
     amounts, never lower them. When the claims cannot be read (a template deleted
-    after admission), the record alone is the charge. `cache` as in
-    `quota.decision.prepare`.
+    after admission), the record alone is the charge.
     """
     if not is_live_pod(pod, now) or (admitted is None and is_gated(pod)):
         return None
     try:
-        current = recompute_charge(pod, state, settings, admitted, cache=cache)
+        current = recompute_charge(pod, state, settings, admitted)
     except DraquotaError:
         return admitted
     if admitted is None or current is None:
@@ -168,19 +164,16 @@ def usage_from_pods(
     settings: Settings,
     now: float,
     records: Mapping[str, Charge] | None = None,
-    *,
-    cache: DerivedCache | None = None,
 ) -> Usage:
     """Usage held by the live pods of the cluster view, keyed by `ns/name`.
 
-    `records` maps pod UIDs to admitted charges. One `cache` (`quota.derived`) serves every
-    pod; without one, a cache for this call is made.
+    `records` maps pod UIDs to admitted charges. What is derived from the view is kept with
+    it (`ClusterView.derived`) for every pod.
     """
     records = records or {}
-    cache = DerivedCache() if cache is None else cache
     usage = Usage()
     for pod in state.list("Pod"):
-        charge = live_pod_charge(pod, state, settings, now, records.get(pod_uid(pod)), cache=cache)
+        charge = live_pod_charge(pod, state, settings, now, records.get(pod_uid(pod)))
         if charge is not None:
             usage.add(pod_key(pod), charge)
     return usage

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from quota.assignment import PreferringFilter
 from quota.charge import Charge
-from quota.charging import Charged, charge_of, node_labels
 from quota.demand import PodDemand
+from quota.queuedemand import Charged, charge_record, node_labels
 from quota.queuetable import QueueTable
 from quota.routing import Route, subject_of
 from quota.workloads import Workload
@@ -73,7 +73,7 @@ class Prepared:
         key = tuple(flavors.items())
         found = self._charges.get(key)
         if found is None:
-            charge = charge_of(self.route, self.demand, self.charged, flavors, "")
+            charge = charge_record(self.route, self.demand, self.charged, flavors, "")
             found = self._charges[key] = (charge, node_labels(self.table, flavors))
         return found
 

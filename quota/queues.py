@@ -20,6 +20,7 @@ from quota.charge import FlavorResource
 from quota.cluster import Obj
 from quota.errors import object_ref
 from quota.fields import FieldReader
+from quota.objectkeys import namespace_of
 from quota.preemptionpolicy import Preemption, parse_preemption
 from quota.quantity import amount, parse_quantity
 from quota.queueschema import CLUSTER_QUEUE_FIELDS, LOCAL_QUEUE_FIELDS, RESOURCE_FLAVOR_FIELDS
@@ -330,7 +331,7 @@ def parse_cluster_queue(obj: Obj) -> ClusterQueue:
 def parse_local_queue(obj: Obj) -> LocalQueue:
     """Parse a LocalQueue; InvalidObject when malformed."""
     metadata = obj.get("metadata") or {}
-    namespace = metadata.get("namespace") or "default"
+    namespace = namespace_of(obj)
     ref = object_ref("LocalQueue", namespace, metadata.get("name"))
     reader = FieldReader(ref)
     _check_api_version(reader, obj)

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from quota.cluster import ClusterView
-from quota.derived import DerivedCache
 from quota.errors import InvalidObject
+from quota.objectkeys import object_key
 from quota.queues import (
     QUEUE_KINDS,
     ClusterQueue,
@@ -147,8 +147,7 @@ def _build(state: ClusterView, settings: Settings) -> QueueTable:
             invalid[name] = "; ".join(problems)
     local: dict[str, LocalQueue | str] = {}
     for obj in state.list("LocalQueue"):
-        metadata = obj.get("metadata") or {}
-        key = f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
+        key = object_key(obj)
         try:
             local[key] = parse_local_queue(obj)
         except InvalidObject as exc:
@@ -163,12 +162,9 @@ def _build(state: ClusterView, settings: Settings) -> QueueTable:
     )
 
 
-def queue_table(
-    state: ClusterView, settings: Settings, *, cache: DerivedCache | None = None
-) -> QueueTable:
-    """The queue table of a cluster view; with a `cache`, rebuilt only when queue objects or
-    settings change (`quota.derived`)."""
-    if cache is None:
-        return _build(state, settings)
-    key = (state.source, state.revision(*QUEUE_KINDS), settings)
-    return cache.latest("queue_table", key, lambda: _build(state, settings))
+def queue_table(state: ClusterView, settings: Settings) -> QueueTable:
+    """The queue table of a cluster view, kept with it (`ClusterView.derived`): built once
+    per revision of the queue kinds and settings for every view of one store."""
+    view = state.snapshot()  # key and table read from one view, even when handed the store
+    key = (view.revision(*QUEUE_KINDS), settings)
+    return view.derived.latest("queue_table", key, lambda: _build(view, settings))

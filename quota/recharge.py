@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from quota.assignment import Assignment, assign_flavors
 from quota.charge import Charge, at_least
-from quota.charging import Charged, charge_of, charged_in, exceeds, first_flavors
 from quota.cluster import ClusterView, Obj
 from quota.demand import pod_demand
-from quota.derived import DerivedCache
 from quota.errors import DraquotaError
 from quota.flavorfilter import make_flavor_filter
+from quota.queuedemand import Charged, charge_record, charged_in, exceeds, first_flavors
 from quota.queues import ClusterQueue, LocalQueue
 from quota.queuetable import QueueTable, queue_table
 from quota.routing import DEFAULT_LOCAL_QUEUE, Route, queue_label, subject_of
@@ -33,8 +32,6 @@ def recheck_pod(
     usage: Usage,
     settings: Settings,
     recorded: Charge | None,
-    *,
-    cache: DerivedCache | None = None,
 ) -> Decision:
     """An existing pod whose cost may grow: a resize, or a claim it references re-created.
 
@@ -42,17 +39,16 @@ def recheck_pod(
     pod out, `recorded` is its admission record. The pod keeps its queue and flavors
     (its nodes were chosen by them); what does not grow is always allowed, what grows
     must fit like an admission. The charge of an allowed change is the new record.
-    `cache` as in `prepare`.
     """
     try:
         workload = as_workload(pod)
-        table = queue_table(state, settings, cache=cache)
+        table = queue_table(state, settings)
         route = _recorded_route(recorded, table) or _usage_route(workload, table)
         if route is None:
             return Decision(
                 Verdict.ADMITTED, "NotManaged", "no LocalQueue: not managed by draquota"
             )
-        demand = pod_demand(workload, state, generated=True, cache=cache)
+        demand = pod_demand(workload, state, generated=True)
         charged = charged_in(demand, route.queue, table)
         pinned = _recorded_flavors(route.queue, charged, recorded)
         affinity = make_flavor_filter(table, route.queue, workload, (), None, settings, [])
@@ -74,7 +70,7 @@ def recheck_pod(
             asked=charged.asked,
         )
         flavors = assignment.flavors if assignment.ok else (pinned or Assignment({})).flavors
-        charge = charge_of(route, demand, charged, flavors, "")
+        charge = charge_record(route, demand, charged, flavors, "")
         if recorded is not None:
             charge = at_least(recorded, charge)
             if charge == at_least(recorded, recorded):
@@ -138,8 +134,6 @@ def recompute_charge(
     state: ClusterView,
     settings: Settings,
     recorded: Charge | None = None,
-    *,
-    cache: DerivedCache | None = None,
 ) -> Charge | None:
     """What a live pod's claims and requests cost now; None when unmanaged.
 
@@ -147,15 +141,15 @@ def recompute_charge(
     names the queue the pod was admitted to and the flavors chosen, which are kept
     when valid for the recomputed demand. Without one, the pod's LocalQueue routes
     it. Claims are the ones generated for the pod where they exist. Raises
-    NotFound/InvalidObject when the pod's claims cannot be read. `cache` as in `prepare`.
+    NotFound/InvalidObject when the pod's claims cannot be read.
     """
     workload = as_workload(pod)
-    table = queue_table(state, settings, cache=cache)
+    table = queue_table(state, settings)
     route = _recorded_route(recorded, table) or _usage_route(workload, table)
     if route is None:
         return None
     # saturate: a live pod with an out-of-range quantity is charged the most, never dropped
-    demand = pod_demand(workload, state, generated=True, saturate=True, cache=cache)
+    demand = pod_demand(workload, state, generated=True, saturate=True)
     charged = charged_in(demand, route.queue, table)
     assignment = _recorded_flavors(route.queue, charged, recorded)
     if assignment is None:  # no record: the flavor whose nodes the pod is pinned to
@@ -171,4 +165,4 @@ def recompute_charge(
         )
         if not assignment.ok:
             assignment = first_flavors(route.queue, charged)
-    return charge_of(route, demand, charged, assignment.flavors, "")
+    return charge_record(route, demand, charged, assignment.flavors, "")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from quota.charge import QUEUE_LABEL
 from quota.cluster import ClusterView, Obj
 from quota.hints import queue_hint
+from quota.objectkeys import object_key_of
 from quota.queues import ClusterQueue, LocalQueue
 from quota.queuetable import QueueTable
 from quota.selectors import requirement_matches
@@ -86,7 +87,7 @@ def route_of(workload: Workload, state: ClusterView, table: QueueTable) -> Route
     subject, namespace = subject_of(workload), workload.namespace
     label = queue_label(workload)
     name = label or DEFAULT_LOCAL_QUEUE
-    local = table.local_queues.get(f"{namespace}/{name}")
+    local = table.local_queues.get(object_key_of(namespace, name))
     if local is None:
         if not label:
             return None

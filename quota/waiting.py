@@ -23,6 +23,7 @@ from typing import Any
 from quota.charge import QUEUE_LABEL
 from quota.cluster import ClusterView, Obj
 from quota.livepods import ADMISSION_GATE, is_gated, is_live_job, is_live_pod
+from quota.objectkeys import namespace_of, object_key, object_key_of
 from quota.queues import STRICT_FIFO, ClusterQueue
 from quota.queuetable import QueueTable
 from quota.routing import DEFAULT_LOCAL_QUEUE
@@ -107,7 +108,7 @@ def group_of(pod: Obj) -> tuple[str, int] | None:
         return None
     if not 1 <= total <= _MAX_GROUP:
         return None
-    return f"{metadata.get('namespace') or 'default'}/{name}", total
+    return object_key_of(namespace_of(pod), name), total
 
 
 def local_queue_key(obj: Obj) -> str:
@@ -119,7 +120,7 @@ def local_queue_key(obj: Obj) -> str:
         labels = _labels_of(obj, _mapping(_mapping(obj.get("spec")).get("template")))
     label = labels.get(QUEUE_LABEL)
     name = label if isinstance(label, str) and label else DEFAULT_LOCAL_QUEUE
-    return f"{metadata.get('namespace') or 'default'}/{name}"
+    return object_key_of(namespace_of(obj), name)
 
 
 def _queues(pod: Obj, table: QueueTable) -> tuple[str, ClusterQueue] | None:
@@ -177,13 +178,12 @@ def waiting_workloads(pods: Iterable[Obj], table: QueueTable) -> dict[str, list[
         if queues is None:
             continue
         local, queue = queues
-        metadata = _mapping(pod.get("metadata"))
-        namespace = metadata.get("namespace") or "default"
         group = _group(pod)
         if group:
-            groups.setdefault((queue.name, local, f"{namespace}/{group}"), []).append(pod)
+            key = object_key_of(namespace_of(pod), group)
+            groups.setdefault((queue.name, local, key), []).append(pod)
             continue
-        key = f"{namespace}/{metadata.get('name')}"
+        key = object_key(pod)
         waiting = Waiting(key, queue.name, _priority(pod), _created(pod), (pod,), local_queue=local)
         singles.setdefault(queue.name, []).append(waiting)
     for (queue_name, local, key), members in groups.items():
@@ -220,12 +220,11 @@ def waiting_jobs(
         if spec.get("suspend") is not True:
             continue
         template = _mapping(spec.get("template"))
-        metadata = _mapping(job.get("metadata"))
         queues = _queues(job, table)
         if queues is None:
             continue
         local, queue = queues
-        key = f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
+        key = object_key(job)
         name = _mapping(template.get("spec")).get("priorityClassName")
         priority = classes.get(name, default) if isinstance(name, str) else default
         waiting = Waiting(

@@ -10,6 +10,7 @@ from typing import Any
 from quota.cluster import Obj
 from quota.errors import InvalidObject, object_ref
 from quota.fields import FieldReader
+from quota.objectkeys import namespace_of
 
 __all__ = ["WORKLOAD_KINDS", "Workload", "as_workload"]
 
@@ -70,7 +71,7 @@ def as_workload(obj: Obj) -> Workload:
         raise InvalidObject(
             "object", "kind", "not a Kubernetes object (kind and metadata required)"
         )
-    namespace = metadata.get("namespace") or "default"
+    namespace = namespace_of(obj)
     name = metadata.get("name") or metadata.get("generateName") or "<unnamed>"
     ref = object_ref(kind, namespace, name)
     if kind not in WORKLOAD_KINDS:

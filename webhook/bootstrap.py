@@ -27,8 +27,10 @@ from quota.settings import Settings
 from webhook.admission.placementcache import CachedPlacer
 from webhook.edge.metrics import Metrics
 from webhook.kube.metricsauth import Verdict
+from webhook.ledger import Ledger
+from webhook.ledger.memory import MemoryLedger
 from webhook.queueing.preempting import Evictor
-from webhook.store.backend import Backend, Ledger, MemoryLedger
+from webhook.store.backend import Backend
 from webhook.store.statedir import StateDirBackend
 
 if TYPE_CHECKING:

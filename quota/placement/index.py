@@ -29,6 +29,7 @@ from quota.claimspec import ExactRequest
 from quota.cluster import ClusterView, meta_of
 from quota.deviceclasses import DeviceClass, parse_device_class
 from quota.errors import DraquotaError
+from quota.journal import JournalCursor, JournalPosition
 
 __all__ = ["INDEX_KINDS", "Index", "NodeView", "labels_match"]
 
@@ -82,6 +83,7 @@ class Index:
     """Everything placement derives from one revision of the cluster view."""
 
     # Set by both paths of __init__: built afresh, or carried over from the previous index.
+    claims: JournalPosition  # how far `holdings` follows the journal of ResourceClaims
     holdings: ClaimAllocations
     allocated: Allocated
     problems: list[str]
@@ -99,14 +101,15 @@ class Index:
     def __init__(self, state: ClusterView, previous: Index | None = None) -> None:
         self.revision = state.revision(*INDEX_KINDS)
         self.devices_revision = state.revision(*DEVICE_KINDS)
-        self.claims_revision = self.revision[INDEX_KINDS.index("ResourceClaim")]
         self.lock = threading.Lock()
         if previous is not None and previous.devices_revision == self.devices_revision:
             # Only allocations changed (the scheduler allocated or freed a claim): the parsed
             # devices, pools per node and CEL results stay; what depends on the changed
             # claims' pools goes. Either way in time: a decision may ask on a view older than
-            # the one the previous index was built from.
-            changed = state.changed_since("ResourceClaim", previous.claims_revision)
+            # the one the previous index was built from (the cursor follows it back).
+            cursor = previous.claims.reading(state)
+            changed = cursor.take("ResourceClaim")
+            self.claims = cursor.position()
             if changed is None:
                 self.holdings, touched = _holdings(state), None
             else:
@@ -130,6 +133,9 @@ class Index:
                 unchanged = touched is not None and not view.uses(touched)
                 self.views[name] = view if unchanged else view.without_allocations()
             return
+        cursor = JournalCursor(state)
+        cursor.mark("ResourceClaim")
+        self.claims = cursor.position()
         self.holdings = _holdings(state)
         self.allocated = self.holdings.snapshot()
         self.problems = []

@@ -32,8 +32,8 @@ from tests.webhook import preemption_builders as lab
 from tests.webhook.builders import AppClient, review
 from webhook.edge.app import create_app
 from webhook.edge.metrics import Metrics
+from webhook.ledger.memory import MemoryLedger
 from webhook.queueing.controller import QueueController
-from webhook.store.backend import MemoryLedger
 from webhook.store.statedir import StateDirBackend
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from quota.claims import claim_references, expand_pod_claims
+from quota.cluster import ClusterView
 from quota.demand import pod_demand
-from quota.derived import DerivedCache
 from quota.errors import InvalidObject, InvalidQuantity, NotFound, ObjectRef
 from quota.workloads import as_workload
 from tests.quota.builders import VERSIONS, claim, claim_template, container, device_class, pod
@@ -171,14 +171,16 @@ def test_a_changed_template_or_device_class_is_counted_afresh() -> None:
         claims=({"name": "gpu", "resourceClaimTemplateName": "gpu-tmpl"},),
         containers=({"name": "main", "resources": {"requests": {"example.com/gpu": "1"}}},),
     )
-    cache = DerivedCache()
-    before = pod_demand(as_workload(p), state, cache=cache)
+    before = pod_demand(as_workload(p), state.snapshot())
     assert before.all_devices() == {"gpu.example.com": 2}
     assert before.resources == {"example.com/gpu": 1}
+    # An unchanged template is parsed once for every view of the store.
+    assert pod_demand(as_workload(p), state.snapshot()).claims[0].spec is before.claims[0].spec
     state.upsert(claim_template("gpu-tmpl", NIC1))
     state.upsert(device_class("gpu", "example.com/gpu"))
-    assert pod_demand(as_workload(p), state) == pod_demand(as_workload(p), state, cache=cache)
-    after = pod_demand(as_workload(p), state, cache=cache)
+    fresh = ClusterView.of(o for kind in state.kinds() for o in state.list(kind))
+    assert pod_demand(as_workload(p), fresh) == pod_demand(as_workload(p), state.snapshot())
+    after = pod_demand(as_workload(p), state.snapshot())
     assert after.all_devices() == {"gpu": 1, "nic.example.com": 1}
     assert after.resources == {}
 

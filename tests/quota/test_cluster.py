@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from quota.cluster import ClusterView
+from quota.demand import pod_demand
 from quota.errors import InvalidObject
+from quota.queuetable import queue_table
+from quota.settings import Settings
+from quota.workloads import as_workload
+from tests.quota.builders import claim_template, pod
+from tests.quota.queue_builders import cluster_queue, scenario_objects
 
 
 def _obj(kind: str, name: str, namespace: str | None = None) -> dict:
@@ -42,3 +48,23 @@ def test_a_view_with_an_object_added_is_its_own() -> None:
     assert view.get("ResourceClaim", "ns", "b") is None
     assert added.revision("ResourceClaim") == view.revision("ResourceClaim")
     assert added.source is not view.source  # nothing derived from it is kept for the other
+
+
+def test_a_view_keeps_what_is_derived_from_it() -> None:
+    view = ClusterView.of(scenario_objects({"queues": [{"name": "a", "groups": []}]}))
+    assert queue_table(view, Settings()) is queue_table(view, Settings())
+
+
+def test_a_view_with_an_object_added_shares_parsed_objects_but_not_tables() -> None:
+    """Its revisions are the view's: a table kept for the view would be stale for it."""
+    template = claim_template(
+        "t", {"requests": [{"name": "r", "exactly": {"deviceClassName": "c"}}]}
+    )
+    view = ClusterView.of([*scenario_objects({"queues": [{"name": "a", "groups": []}]}), template])
+    table = queue_table(view, Settings())
+    added = view.with_object(cluster_queue({"name": "b", "groups": []}))
+    assert set(queue_table(added, Settings()).queues) == {"a", "b"}
+    assert queue_table(view, Settings()) is table
+    workload = as_workload(pod(claims=({"name": "r", "resourceClaimTemplateName": "t"},)))
+    parsed = pod_demand(workload, view).claims[0].spec
+    assert pod_demand(workload, added).claims[0].spec is parsed

@@ -1,14 +1,14 @@
-"""DerivedCache: the core's caches, held by the shell; never answers with stale data."""
+"""DerivedCache: what the core derives from a view, kept with it; never answers with stale data."""
 
 from __future__ import annotations
 
 import pytest
 
-from quota.derived import DerivedCache
+from quota.derived import LATEST_ENTRIES, DerivedCache
 from tests.quota.builders import claim_template
 
 
-def test_latest_keeps_one_value_per_name_while_its_key_is_unchanged() -> None:
+def test_latest_keeps_the_newest_values_per_name_while_their_keys_are_asked_for() -> None:
     cache = DerivedCache()
     built: list[int] = []
 
@@ -16,12 +16,15 @@ def test_latest_keeps_one_value_per_name_while_its_key_is_unchanged() -> None:
         built.append(value)
         return value
 
+    assert LATEST_ENTRIES == 2
     assert cache.latest("table", (1,), lambda: build(1)) == 1
     assert cache.latest("table", (1,), lambda: build(2)) == 1
     assert cache.latest("other", (1,), lambda: build(3)) == 3
     assert cache.latest("table", (2,), lambda: build(4)) == 4
-    assert cache.latest("table", (1,), lambda: build(5)) == 5  # one value per name
-    assert built == [1, 3, 4, 5]
+    assert cache.latest("table", (1,), lambda: build(5)) == 1  # the view before a change
+    assert cache.latest("table", (3,), lambda: build(6)) == 6
+    assert cache.latest("table", (1,), lambda: build(7)) == 7  # two values per name
+    assert built == [1, 3, 4, 6, 7]
 
 
 def test_of_object_is_kept_while_the_object_is_the_same_one() -> None:
@@ -41,6 +44,26 @@ def test_of_object_forgets_the_oldest_entries_first() -> None:
     assert cache.of_object("parsed", c, lambda obj: "rebuilt") == "c"
     assert cache.of_object("parsed", b, lambda obj: "rebuilt") == "b"
     assert cache.of_object("parsed", a, lambda obj: "rebuilt") == "rebuilt"
+
+
+def test_each_name_has_its_own_bound() -> None:
+    """Claims read by the usage ledger never push out the templates admissions read."""
+    cache = DerivedCache(object_entries=1)
+    template, claim = claim_template("t", {}), claim_template("c", {})
+    cache.of_object("ResourceClaimTemplate", template, lambda obj: "template")
+    cache.of_object("ResourceClaim", claim, lambda obj: "claim")
+    assert cache.of_object("ResourceClaimTemplate", template, lambda obj: "again") == "template"
+
+
+def test_a_variant_shares_values_per_object_but_not_the_latest_ones() -> None:
+    cache = DerivedCache()
+    template = claim_template("t", {})
+    cache.of_object("parsed", template, lambda obj: "parsed")
+    cache.latest("table", (1,), lambda: "store's")
+    variant = cache.variant()
+    assert variant.of_object("parsed", template, lambda obj: "again") == "parsed"
+    assert variant.latest("table", (1,), lambda: "variant's") == "variant's"
+    assert cache.latest("table", (1,), lambda: "rebuilt") == "store's"
 
 
 def test_object_entries_must_allow_one_entry() -> None:

@@ -3,14 +3,23 @@
 
 What a user notices through it: after a sync, the next one handles exactly the objects
 written since (in a stable order), and after more writes than the journal holds (or a
-relist) everything is compared again, deleted objects included.
+relist) everything is compared again, deleted objects included. One cursor serves every
+reader: the table below runs each kind through each thing that can happen between two
+reads (nothing, writes, a relist, a journal overrun, a move to an older view, a move to
+another store's view), read one kind at a time and several at once.
 """
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from quota.journal import JournalCursor
+import pytest
+
+from quota.cluster import ClusterView, Key
+from quota.journal import Journal, JournalCursor
 from tests.webhook.builders import NAMESPACE, pod
 from webhook.store.clusterstate import JOURNAL_LENGTH, ClusterState
 
@@ -80,3 +89,156 @@ def test_mark_skips_what_was_written_before() -> None:
     state.upsert(pod("a"))
     cursor.mark("Pod")
     assert cursor.take("Pod") == []
+
+
+# -- one follower for every reader: kinds x what happened since the cursor caught up --------
+
+KINDS = ("Pod", "Job", "Node")  # namespaced and cluster-scoped
+
+
+def _obj(kind: str, name: str, generation: int = 0) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "labels": {"generation": str(generation)}}
+    if kind != "Node":
+        metadata["namespace"] = NAMESPACE
+    return {"kind": kind, "metadata": metadata, "spec": {}}
+
+
+def _key(kind: str, name: str) -> Key:
+    return (None if kind == "Node" else NAMESPACE, name)
+
+
+def _store() -> ClusterState:
+    return ClusterState(_obj(kind, name) for kind in KINDS for name in ("a", "b"))
+
+
+def _unchanged(state: ClusterState, kind: str, cursor: JournalCursor) -> Journal:
+    for other in KINDS:
+        if other != kind:  # news of other kinds is not news of this one
+            state.upsert(_obj(other, "other"))
+    return state.snapshot()
+
+
+def _changed(state: ClusterState, kind: str, cursor: JournalCursor) -> Journal:
+    state.upsert(_obj(kind, "c"))
+    state.upsert(_obj(kind, "b", generation=1))
+    state.remove(kind, *_key(kind, "a"))
+    state.upsert(_obj(kind, "b", generation=2))  # written twice: answered once
+    return state.snapshot()
+
+
+def _relisted(state: ClusterState, kind: str, cursor: JournalCursor) -> Journal:
+    state.replace_kind(kind, [_obj(kind, "b"), _obj(kind, "d")])
+    return state.snapshot()
+
+
+def _overrun(state: ClusterState, kind: str, cursor: JournalCursor) -> Journal:
+    for i in range(JOURNAL_LENGTH + 1):  # more writes than the journal holds
+        state.upsert(_obj(kind, "b", generation=i))
+    return state.snapshot()
+
+
+def _older_view(state: ClusterState, kind: str, cursor: JournalCursor) -> Journal:
+    older = state.snapshot()
+    state.upsert(_obj(kind, "c"))
+    state.remove(kind, *_key(kind, "a"))
+    cursor.mark(kind)  # the reader caught up with the newer view first
+    return older  # then a decision asks on the older one
+
+
+def _other_store(state: ClusterState, kind: str, cursor: JournalCursor) -> Journal:
+    return _store().snapshot()  # the same objects, another store's revisions
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    happen: Callable[[ClusterState, str, JournalCursor], Journal]  # -> the journal read next
+    names: tuple[str, ...] | None  # the names answered as changed; None: a relist
+
+
+CASES = (
+    Case("unchanged", _unchanged, ()),
+    Case("changed", _changed, ("a", "b", "c")),
+    Case("relist", _relisted, None),
+    Case("journal-overrun", _overrun, None),
+    Case("older-view", _older_view, ("a", "c")),
+    Case("another-store", _other_store, None),
+)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_a_cursor_moved_to_a_journal_answers_what_differs_from_what_it_read(
+    case: Case, kind: str
+) -> None:
+    state = _store()
+    cursor = JournalCursor(state)
+    cursor.mark(*KINDS)
+    read = case.happen(state, kind, cursor)
+    moved = cursor.position().reading(read)
+    keys = None if case.names is None else [_key(kind, n) for n in case.names]
+    assert moved.peek(kind) == (None if keys is None else set(keys))
+    assert moved.take(kind) == keys
+    assert moved.take(kind) == [] and moved.peek(kind) == set()  # caught up from there on
+    again = cursor.position().reading(read)  # the cursor did not move: it answers as before
+    assert again.take(kind) == keys
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_follow_answers_each_kind_that_changed_in_the_order_asked(case: Case) -> None:
+    state = _store()
+    cursor = JournalCursor(state)
+    cursor.mark(*KINDS)
+    read = case.happen(state, "Job", cursor)
+    moved = cursor.position().reading(read)
+    answered = moved.follow(*reversed(KINDS))
+    assert moved.follow(*KINDS) == []  # caught up with every kind at once
+    expected: dict[str, list[Key] | None]
+    if read.source is not state.source:
+        expected = dict.fromkeys(reversed(KINDS))
+    elif case.names == ():
+        expected = {"Node": [_key("Node", "other")], "Pod": [_key("Pod", "other")]}
+    else:
+        expected = {"Job": None if case.names is None else [_key("Job", n) for n in case.names]}
+    assert answered == list(expected.items())
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_kind_never_read_is_answered_as_a_relist(kind: str) -> None:
+    state = _store()
+    cursor = JournalCursor(state)
+    assert cursor.peek(kind) is None and cursor.take(kind) is None
+    assert cursor.take(kind) == []
+    fresh = JournalCursor(ClusterState())  # nothing stored yet: still never read
+    assert fresh.take(kind) is None and fresh.take(kind) == []
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_changed_after_another_stores_view_compares_everything(kind: str) -> None:
+    state = _store()
+    cursor = JournalCursor(state)
+    cursor.mark(kind)
+    other = ClusterState([_obj(kind, "b"), _obj(kind, "c")])
+    cached = {_name(kind, "a"), _name(kind, "b")}
+    changes = cursor.position().reading(other.snapshot()).changed(kind, cached)
+    assert sorted(_names(changes)) == [
+        (_name(kind, "a"), False),
+        (_name(kind, "b"), True),
+        (_name(kind, "c"), True),
+    ]
+
+
+def _name(kind: str, name: str) -> str:
+    namespace, _ = _key(kind, name)
+    return f"{namespace or 'default'}/{name}"
+
+
+def test_a_position_holds_no_view_of_the_store() -> None:
+    state = _store()
+    cursor = JournalCursor(state.snapshot())
+    cursor.mark(*KINDS)
+    position = cursor.position()
+    assert position.source is state.source
+    assert all(isinstance(v, int) for v in position.seen.values())
+    held = gc.get_referents(position) + gc.get_referents(position.seen)
+    assert not any(isinstance(obj, ClusterView) for obj in held)

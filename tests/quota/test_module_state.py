@@ -1,7 +1,7 @@
 """quota/ keeps no state between calls: no module-level mutable values (issue 15).
 
-Caches belong to whoever owns the cluster view: the shell makes a
-`quota.derived.DerivedCache` and passes it in. Constant tables are read-only
+Caches belong to the cluster view: what is derived from it is kept in its
+`quota.derived.DerivedCache`, which the shell's store makes. Constant tables are read-only
 (`types.MappingProxyType`, tuples, frozensets), so nothing at module level can
 carry one call's data into the next. Classes defined in quota/ are checked the
 same way: a class attribute is module-level state too.
@@ -134,8 +134,8 @@ def test_quota_modules_hold_no_mutable_state() -> None:
         if not set(where.split(" = ")) & set(ALLOWED)
     }
     assert state == {}, (
-        "module-level mutable state in quota/: keep caches in the shell "
-        "(quota.derived.DerivedCache) and make constant tables read-only "
+        "module-level mutable state in quota/: keep caches with the view "
+        "(ClusterView.derived, quota.derived) and make constant tables read-only "
         "(types.MappingProxyType, tuple, frozenset)"
     )
 

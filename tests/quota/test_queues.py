@@ -13,7 +13,7 @@ import pytest
 import yaml
 from cel_expr_python import cel
 
-from quota.derived import DerivedCache
+from quota.cluster import ClusterView
 from quota.errors import InvalidObject
 from quota.quantity import parse_quantity
 from quota.queues import QUEUE_KINDS, parse_cluster_queue, parse_local_queue, parse_resource_flavor
@@ -237,19 +237,18 @@ def test_namespace_selector(selector: Any, selected: bool) -> None:
     assert namespace_selected(parse_cluster_queue(obj), NAMESPACE, "team-a") is selected
 
 
-def test_queue_table_is_cached_until_queue_objects_change() -> None:
+def test_queue_table_is_kept_with_the_view_until_queue_objects_change() -> None:
     objects = scenario_objects({"queues": [{"name": "a", "groups": [{"default": {"cpu": 1}}]}]})
     state, twin = ClusterState(objects), ClusterState(objects)
-    cache = DerivedCache()
-    first = queue_table(state, Settings(), cache=cache)
-    assert queue_table(state, Settings(), cache=cache) is first
-    assert queue_table(state, Settings()) is not first  # no cache: built afresh
-    # Another view at the same revisions, or other settings, is not answered from the entry.
+    first = queue_table(state.snapshot(), Settings())
+    assert queue_table(state.snapshot(), Settings()) is first
+    assert queue_table(ClusterView.of(objects), Settings()) is not first  # a view of its own
+    # Another store at the same revisions, or other settings, is not answered from the entry.
     assert twin.revision(*QUEUE_KINDS) == state.revision(*QUEUE_KINDS)
-    assert queue_table(twin, Settings(), cache=cache) is not first
-    assert queue_table(state, Settings(unmapped_device_class="Ignore"), cache=cache) is not first
+    assert queue_table(twin.snapshot(), Settings()) is not first
+    assert queue_table(state.snapshot(), Settings(unmapped_device_class="Ignore")) is not first
     state.upsert(cluster_queue({"name": "b", "groups": [{"other": {"cpu": 1}}]}))
-    second = queue_table(state, Settings(), cache=cache)
+    second = queue_table(state.snapshot(), Settings())
     assert second is not first and set(second.queues) == {"a", "b"}
     assert second.invalid == {"b": "ResourceFlavor other not found"}
 

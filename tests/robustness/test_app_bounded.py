@@ -20,7 +20,7 @@ from tests.webhook.builders import AppClient, FakeBackend, cluster_state, pod, r
 from webhook.edge.app import create_app
 from webhook.edge.metrics import UNKNOWN_QUEUE, Metrics
 from webhook.edge.runner import AdmissionRunner
-from webhook.store.backend import MemoryLedger
+from webhook.ledger.memory import MemoryLedger
 
 PLACED = Placement(True, node="node-0")  # what the fake placers answer
 

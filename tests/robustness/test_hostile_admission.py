@@ -26,7 +26,7 @@ from tests.robustness.hostile import (
 from tests.webhook.builders import AppClient, FakeBackend, review
 from webhook.admission.placementcache import CachedPlacer
 from webhook.edge.app import create_app
-from webhook.store.backend import MemoryLedger
+from webhook.ledger.memory import MemoryLedger
 from webhook.store.clusterstate import ClusterState
 
 SCENARIO: dict[str, Any] = {

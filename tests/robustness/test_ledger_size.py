@@ -24,7 +24,8 @@ from tests.webhook.kube.test_backend import eventually
 from tests.webhook.ledger.test_cluster import Clock
 from webhook.kube.backend import KubeBackend
 from webhook.kube.client import KubeClient
-from webhook.ledger.cluster import ClusterLedger, LedgerOptions
+from webhook.ledger.cluster import ClusterLedger
+from webhook.ledger.options import LedgerOptions
 from webhook.ledger.reservations import SHARD_BYTES, shards_of
 
 pytestmark = pytest.mark.integration

@@ -23,7 +23,7 @@ from tests.webhook.builders import (
     submit,
 )
 from webhook.edge.app import create_app
-from webhook.store.backend import MemoryLedger
+from webhook.ledger.memory import MemoryLedger
 from webhook.store.clusterstate import ClusterState
 
 
@@ -37,10 +37,10 @@ def test_placement_runs_while_the_ledger_lock_is_free() -> None:
         got: list[bool] = []
 
         def try_lock() -> None:  # from another thread: would block if this one held it
-            acquired = ledger._view_lock.acquire(timeout=1)
+            acquired = ledger.view.lock.acquire(timeout=1)
             got.append(acquired)
             if acquired:
-                ledger._view_lock.release()
+                ledger.view.lock.release()
 
         thread = threading.Thread(target=try_lock)
         thread.start()

@@ -24,7 +24,7 @@ from quota.charge import FlavorResource
 from quota.settings import Settings
 from tests.webhook.builders import AppClient, FakeBackend, review
 from webhook.edge.app import create_app
-from webhook.store.backend import MemoryLedger
+from webhook.ledger.memory import MemoryLedger
 from webhook.store.clusterstate import ClusterState
 
 __all__ = ["Clock", "Cluster"]

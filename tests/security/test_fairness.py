@@ -31,7 +31,7 @@ from tests.webhook.builders import (
     review,
 )
 from webhook.edge.app import create_app
-from webhook.store.backend import MemoryLedger
+from webhook.ledger.memory import MemoryLedger
 from webhook.store.clusterstate import ClusterState
 
 WORKERS = 4  # half of them, 2, per namespace; 8 more may wait

@@ -31,7 +31,8 @@ from tests.webhook.kube.test_backend import eventually
 from webhook.edge.app import create_app
 from webhook.kube.backend import KubeBackend
 from webhook.kube.client import KubeClient
-from webhook.ledger.cluster import ClusterLedger, LedgerOptions
+from webhook.ledger.cluster import ClusterLedger
+from webhook.ledger.options import LedgerOptions
 from webhook.ledger.reservations import shards_of
 
 pytestmark = pytest.mark.integration

@@ -18,7 +18,7 @@ from tests.webhook.builders import AppClient, FakeBackend, cluster_state
 from webhook.edge.app import create_app
 from webhook.kube.client import KubeClient
 from webhook.kube.metricsauth import AnswerCache, MetricsAuth
-from webhook.store.backend import MemoryLedger
+from webhook.ledger.memory import MemoryLedger
 
 pytestmark = pytest.mark.integration
 

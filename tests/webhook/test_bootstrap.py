@@ -14,7 +14,7 @@ from webhook.bootstrap import InOrder, Wiring, embedded, live
 from webhook.edge.metrics import Metrics
 from webhook.kube.backend import KubeBackend
 from webhook.ledger.cluster import ClusterLedger
-from webhook.store.backend import MemoryLedger
+from webhook.ledger.memory import MemoryLedger
 from webhook.store.statedir import StateDirBackend
 
 

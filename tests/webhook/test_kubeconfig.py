@@ -12,9 +12,9 @@ from webhook.cli import main
 from webhook.commands._kubeconfig import (
     KubeConfig,
     KubeconfigError,
+    command_namespace,
     find_kubeconfig,
     load_kubeconfig,
-    namespace_of,
 )
 
 pytestmark = pytest.mark.usefixtures("no_machine_kubeconfig")
@@ -103,8 +103,8 @@ def test_the_namespace_is_the_flag_else_the_contexts_else_default(
     flag: str | None, context: str, expected: str
 ) -> None:
     args = argparse.Namespace(namespace=flag)
-    assert namespace_of(args, KubeConfig(Path("k"), context)) == expected
-    assert namespace_of(argparse.Namespace(namespace=None), None) == "default"
+    assert command_namespace(args, KubeConfig(Path("k"), context)) == expected
+    assert command_namespace(argparse.Namespace(namespace=None), None) == "default"
 
 
 def test_status_without_any_cluster_says_how_to_give_one(

@@ -27,7 +27,7 @@ from webhook.cli import main
 from webhook.commands import status
 from webhook.commands._cluster import memory_usage
 from webhook.commands._localqueues import computed_status
-from webhook.store.backend import MemoryLedger
+from webhook.ledger.memory import MemoryLedger
 
 pytestmark = pytest.mark.usefixtures("no_machine_kubeconfig")
 

@@ -19,13 +19,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from quota.charge import CHARGE_ANNOTATION, QUEUE_LABEL, Charge
-from quota.charging import node_selector_of
 from quota.cluster import ClusterView
 from quota.decision import Prepared, conclude, prepare
-from quota.derived import DerivedCache
 from quota.errors import ObjectRef
 from quota.flavorfilter import Placer
 from quota.livepods import is_gated, job_owner, pod_key, pod_uid
+from quota.queuedemand import node_selector_of
 from quota.queuetable import queue_table
 from quota.settings import Settings
 from quota.usage import Usage
@@ -41,8 +40,9 @@ from webhook.admission.stamp import Stamp
 from webhook.admission.submitwait import SubmitWait
 from webhook.admission.updates import grown, resources_of, resumed, suspended, ungated
 from webhook.edge.review import AdmissionRequest, Outcome, outcome_of
+from webhook.ledger import Ledger
 from webhook.queueing.reclaim import Reclaim
-from webhook.store.backend import Backend, Ledger
+from webhook.store.backend import Backend
 
 __all__ = ["JOB_CONTROLLERS", "Admission"]
 
@@ -89,12 +89,11 @@ class Admission:
         self.ledger = ledger
         self.settings = settings
         self.placer = placer
-        self.cache = DerivedCache()  # what the core derives from backend.state, between requests
         self.prepared = PreparedCache(backend.state)  # shared by pods that ask for the same
         self.stamps: dict[str, Stamp] = {}  # charge annotations read, by their text
-        self.rechecks = Recheck(backend, ledger, settings, self.cache)
+        self.rechecks = Recheck(backend, ledger, settings)
         self.waits = SubmitWait(ledger, lambda obj, view: self._prepare(obj, "CREATE", view))
-        self.jobs = JobPods(backend, ledger, settings, self.cache)
+        self.jobs = JobPods(backend, ledger, settings)
         self.reclaim = reclaim  # Reject-mode reclaim; None: none (no Evictor, no cluster)
 
     def review(self, req: AdmissionRequest, mutating: bool) -> tuple[Outcome, Decision | None]:
@@ -190,7 +189,7 @@ class Admission:
         """Only the queue unsuspends a Job of a queueing ClusterQueue, once it recorded it."""
         if self.ledger.record(pod_uid(job)) is not None:
             return Outcome(True)
-        prepared = prepare(job, self.backend.state, self.settings, None, "UPDATE", cache=self.cache)
+        prepared = prepare(job, self.backend.state, self.settings, None, "UPDATE")
         if isinstance(prepared, Decision) or not prepared.route.queue.queues:
             return Outcome(True)
         return _deny(
@@ -289,7 +288,7 @@ class Admission:
         return self.prepared.prepare(
             obj,
             operation,
-            lambda: prepare(obj, view, settings, placer, operation, cache=self.cache),
+            lambda: prepare(obj, view, settings, placer, operation),
             view,
         )
 
@@ -379,7 +378,7 @@ class Admission:
 
     def _node_selector_of(self, charge: Charge) -> dict[str, str]:
         """The node labels of the flavors a recorded charge names."""
-        table = queue_table(self.backend.state.snapshot(), self.settings, cache=self.cache)
+        table = queue_table(self.backend.state.snapshot(), self.settings)
         return node_selector_of(table, charge)
 
 

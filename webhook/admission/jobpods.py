@@ -17,13 +17,14 @@ from typing import Any
 
 from quota.charge import Charge, share, within
 from quota.cluster import Obj
-from quota.derived import DerivedCache
 from quota.errors import DraquotaError
 from quota.jobrecords import slots
 from quota.livepods import is_live_job, job_owner, pod_uid
+from quota.objectkeys import namespace_of
 from quota.recharge import recompute_charge
 from quota.settings import Settings
-from webhook.store.backend import Backend, Ledger
+from webhook.ledger import Ledger
+from webhook.store.backend import Backend
 
 __all__ = ["JobPods"]
 
@@ -50,13 +51,11 @@ class JobPods:
         backend: Backend,
         ledger: Ledger,
         settings: Settings,
-        cache: DerivedCache,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.backend = backend
         self.ledger = ledger
         self.settings = settings
-        self.cache = cache
         self.clock = clock
         self._lock = threading.Lock()
         self._recent: dict[str, dict[str, float]] = {}  # Job uid -> pod uid -> forget at
@@ -67,7 +66,7 @@ class JobPods:
         record = self.ledger.record(owner) if owner else None
         if record is None:
             return None
-        namespace = (pod.get("metadata") or {}).get("namespace") or "default"
+        namespace = namespace_of(pod)
         job = self.backend.state.get("Job", namespace, _owner_name(pod, owner))
         if job is None or pod_uid(job) != owner or not is_live_job(job):
             return None
@@ -82,9 +81,7 @@ class JobPods:
             return f"its Job's record covers {room} pod(s) at a time, and as many hold it"
         per_pod = share(record, room)
         try:
-            charge = recompute_charge(
-                pod, self.backend.state.snapshot(), self.settings, per_pod, cache=self.cache
-            )
+            charge = recompute_charge(pod, self.backend.state.snapshot(), self.settings, per_pod)
         except DraquotaError as exc:
             return str(exc)
         if charge is not None and not within(charge, per_pod):

@@ -13,14 +13,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from quota.cluster import ClusterView
-from quota.derived import DerivedCache
 from quota.livepods import is_gated, is_live_pod, pod_key, pod_uid
+from quota.objectkeys import namespace_or_default
 from quota.recharge import recheck_pod
 from quota.settings import Settings
 from quota.usage import Usage
 from quota.verdict import Decision
 from webhook.edge.review import AdmissionRequest, Outcome, outcome_of
-from webhook.store.backend import Backend, Ledger, valid_reservation_id
+from webhook.ledger import Ledger, valid_reservation_id
+from webhook.store.backend import Backend
 
 __all__ = ["Recheck"]
 
@@ -32,13 +33,10 @@ def _deny(code: int, reason: str, message: str) -> Outcome:
 class Recheck:
     """Re-checks existing pods against current usage; synchronous, called per request."""
 
-    def __init__(
-        self, backend: Backend, ledger: Ledger, settings: Settings, cache: DerivedCache
-    ) -> None:
+    def __init__(self, backend: Backend, ledger: Ledger, settings: Settings) -> None:
         self.backend = backend
         self.ledger = ledger
         self.settings = settings
-        self.cache = cache
 
     def pod(
         self, req: AdmissionRequest, pod: Mapping[str, Any] | None, state: ClusterView
@@ -59,7 +57,7 @@ class Recheck:
             return Outcome(True), None
 
         def evaluate(usage: Usage) -> Decision:
-            return recheck_pod(pod, state, usage, self.settings, recorded, cache=self.cache)
+            return recheck_pod(pod, state, usage, self.settings, recorded)
 
         decision = self.ledger.admit(uid, evaluate, req.dry_run, pod_key(pod), existing=True)
         return outcome_of(decision), decision
@@ -70,7 +68,7 @@ class Recheck:
         claim = req.object
         metadata = claim.get("metadata") if isinstance(claim, Mapping) else None
         name = (metadata or {}).get("name") or req.name
-        namespace = (metadata or {}).get("namespace") or req.namespace or "default"
+        namespace = namespace_or_default((metadata or {}).get("namespace") or req.namespace)
         if not isinstance(claim, Mapping) or not isinstance(name, str) or not name:
             return Outcome(True), None
         now = time.time()

@@ -19,15 +19,16 @@ from typing import Any
 from quota.cluster import ClusterView, Obj
 from quota.decision import Prepared
 from quota.livepods import pod_key, pod_uid
+from quota.objectkeys import namespace_of, object_key_of
 from quota.position import wait_at_submit, wait_warning
 from quota.queues import LocalQueue
 from quota.queuetable import QueueTable
 from quota.usage import Usage
 from quota.verdict import Decision, Verdict
 from quota.waiting import GROUP_LABEL, Wait, waiting_among
+from webhook.ledger import Ledger
 from webhook.ledger.podusage import job_holder
 from webhook.queueing.waitingindex import WaitingIndex
-from webhook.store.backend import Ledger
 
 __all__ = ["SubmitWait"]
 
@@ -39,7 +40,7 @@ def _workload_key(obj: Obj) -> str:
     metadata = obj.get("metadata") or {}
     labels = metadata.get("labels") or {}
     group = labels.get(GROUP_LABEL) if obj.get("kind") == "Pod" else None
-    return f"{metadata.get('namespace') or 'default'}/{group or metadata.get('name')}"
+    return object_key_of(namespace_of(obj), group or metadata.get("name"))
 
 
 def _created(obj: Obj, now: float) -> Obj:

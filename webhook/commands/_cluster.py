@@ -74,7 +74,7 @@ class _Snapshot:
 
 def memory_usage(state: ClusterState, settings: Settings) -> Usage:
     """Usage of the live pods of a `--state` view (what `serve --state` starts from)."""
-    from webhook.store.backend import MemoryLedger
+    from webhook.ledger.memory import MemoryLedger
 
     return MemoryLedger(state, settings).usage()
 

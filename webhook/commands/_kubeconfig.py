@@ -19,18 +19,16 @@ from typing import Any
 import yaml
 
 from quota.errors import DraquotaError
+from quota.objectkeys import namespace_or_default
 
 __all__ = [
-    "DEFAULT_NAMESPACE",
     "KubeConfig",
     "KubeconfigError",
     "add_kubeconfig_arguments",
+    "command_namespace",
     "find_kubeconfig",
     "load_kubeconfig",
-    "namespace_of",
 ]
-
-DEFAULT_NAMESPACE = "default"
 
 
 class KubeconfigError(DraquotaError):
@@ -121,9 +119,9 @@ def _context_namespace(document: Mapping[str, Any], where: str) -> str:
     raise KubeconfigError(f'{where}: current-context: context "{current}" not found in contexts')
 
 
-def namespace_of(args: argparse.Namespace, config: KubeConfig | None) -> str:
+def command_namespace(args: argparse.Namespace, config: KubeConfig | None) -> str:
     """-n, else the context's namespace, else `default`."""
     given = getattr(args, "namespace", None)
     if given:
         return str(given)
-    return (config.namespace if config is not None else "") or DEFAULT_NAMESPACE
+    return namespace_or_default(config.namespace if config is not None else None)

@@ -19,6 +19,7 @@ from typing import Any
 
 from quota.cluster import Obj
 from quota.holdings import Holdings
+from quota.objectkeys import namespace_of
 from quota.queues import LocalQueue
 from quota.queuetable import QueueTable
 from quota.sources import unit_of
@@ -90,7 +91,7 @@ def local_queue_item(obj: Obj) -> dict[str, Any]:
     active, message = _active(status)
     return {
         "kind": "LocalQueue",
-        "namespace": str(metadata.get("namespace") or "default"),
+        "namespace": namespace_of(obj),
         "name": str(metadata.get("name")),
         "clusterQueue": str(_mapping(obj.get("spec")).get("clusterQueue") or "") or None,
         "cohort": summary.get("cohort"),

@@ -25,6 +25,7 @@ from quota.charge import QUEUE_LABEL, Charge
 from quota.cluster import Obj
 from quota.flavorfilter import Placer
 from quota.livepods import ADMISSION_GATE
+from quota.objectkeys import namespace_of, object_key_of
 from quota.settings import Settings
 from quota.usage import Usage
 from quota.verdict import Decision
@@ -178,9 +179,9 @@ def next_pass(
 def workload_key(obj: Obj) -> str:
     """The key the controller knows a created pod or Job by: its group's, else its own."""
     metadata = obj.get("metadata") or {}
-    namespace = metadata.get("namespace") or "default"
+    namespace = namespace_of(obj)
     group = (metadata.get("labels") or {}).get(GROUP_LABEL) if obj.get("kind") == "Pod" else None
-    return f"{namespace}/{group or metadata.get('name')}"
+    return object_key_of(namespace, group or metadata.get("name"))
 
 
 def _timestamp(now: float) -> str:

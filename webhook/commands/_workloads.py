@@ -34,6 +34,7 @@ from quota.cluster import Obj
 from quota.errors import InvalidObject
 from quota.livepods import is_gated, is_live_job, is_live_pod, job_owner, pod_key, pod_uid
 from quota.messages import format_amount
+from quota.objectkeys import namespace_of, object_key
 from quota.routing import DEFAULT_LOCAL_QUEUE
 from quota.usage import Usage
 from quota.waiting import GROUP_LABEL, GROUP_TOTAL_ANNOTATION
@@ -115,7 +116,7 @@ def _job_rows(
         if not is_live_job(job):
             continue
         metadata, spec = _meta(job), _mapping(job.get("spec"))
-        namespace, name = str(metadata.get("namespace") or "default"), str(metadata.get("name"))
+        namespace, name = namespace_of(job), str(metadata.get("name"))
         template_labels = _mapping(_meta(_mapping(spec.get("template"))).get("labels"))
         labels = {**_mapping(metadata.get("labels")), **template_labels}
         local = _local_queue(labels, namespace, local_queues)
@@ -125,7 +126,7 @@ def _job_rows(
         row.waiting = spec.get("suspend") is True
         row.message = events.get(pod_uid(job), "") if row.waiting else ""
         row.mark = preempted_because(job)
-        holder = job_holder(f"{namespace}/{name}")
+        holder = job_holder(object_key(job))
         if (charge := charge_of(holder)) is not None:
             row.charges[holder] = charge
         rows[pod_uid(job)] = row
@@ -154,7 +155,7 @@ def preempted_because(obj: Obj) -> str:
 def _add_pod(rows: dict[tuple[str, str, str], _Row], pod: Obj, charge: Charge | None,
              local_queues: set[str]) -> None:  # fmt: skip
     metadata = _meta(pod)
-    namespace = str(metadata.get("namespace") or "default")
+    namespace = namespace_of(pod)
     labels = _mapping(metadata.get("labels"))
     group = labels.get(GROUP_LABEL)
     kind, name = ("PodGroup", str(group)) if group else ("Pod", str(metadata.get("name")))

@@ -25,9 +25,9 @@ from typing import Any
 from quota.allocator import AllocationError
 from quota.allocator.budget import DEFAULT_SEARCH_STEPS, NODE_SEARCH_STEPS
 from quota.claims import PodClaim, claim_spec_of, expand_pod_claims
-from quota.derived import DerivedCache
 from quota.devices import claim_devices
 from quota.errors import InvalidObject, NotFound
+from quota.objectkeys import namespace_of
 from quota.placement import ClusterPlacer, Placement, make_placer
 from quota.settings import Settings
 from quota.workloads import WORKLOAD_KINDS, as_workload
@@ -40,7 +40,7 @@ from webhook.commands._common import (
     output_format,
     read_inputs,
 )
-from webhook.commands._kubeconfig import add_kubeconfig_arguments, namespace_of
+from webhook.commands._kubeconfig import add_kubeconfig_arguments, command_namespace
 from webhook.store.clusterstate import ClusterState
 from webhook.store.manifests import STDIN, load_state
 
@@ -91,7 +91,7 @@ def _placer(state: ClusterState, max_steps: int) -> ClusterPlacer:
 
 def _standalone(obj: Mapping[str, Any]) -> tuple[str, PodClaim]:
     metadata = obj.get("metadata") or {}
-    namespace = metadata.get("namespace") or "default"
+    namespace = namespace_of(obj)
     name = str(metadata.get("name") or metadata.get("generateName") or "")
     spec = claim_spec_of(obj)
     if obj.get("kind") == "ResourceClaim":
@@ -105,7 +105,7 @@ def _standalone(obj: Mapping[str, Any]) -> tuple[str, PodClaim]:
 
 
 def collect_claims(
-    inputs: Sequence[Mapping[str, Any]], state: ClusterState, cache: DerivedCache | None = None
+    inputs: Sequence[Mapping[str, Any]], state: ClusterState
 ) -> list[tuple[str, PodClaim]]:
     """(display name, claim) for every claim to place, each claim once."""
     from_workloads: list[tuple[str, PodClaim]] = []
@@ -115,7 +115,7 @@ def collect_claims(
             continue
         workload = as_workload(obj)
         for claim in expand_pod_claims(
-            workload.pod, state.snapshot(), workload.ref, cache=cache, base=workload.template_path
+            workload.pod, state.snapshot(), workload.ref, base=workload.template_path
         ):
             kind = "ResourceClaim" if claim.shared else "ResourceClaimTemplate"
             referenced.add((kind, claim.key))
@@ -139,10 +139,9 @@ def _groups(
     files: list[tuple[Path, list[Mapping[str, Any]]]], state: ClusterState, together: bool
 ) -> list[tuple[str, list[tuple[str, PodClaim]]]]:
     """(group label, claims) to place, each group as the claims of one pod would be."""
-    cache = DerivedCache()  # replicas of one workload read the same templates
     if together:
         inputs = [obj for _, objects in files for obj in objects]
-        return [("all", collect_claims(inputs, state, cache))]
+        return [("all", collect_claims(inputs, state))]
     groups = []
     for path, objects in files:
         source = "-" if path == STDIN else str(path)
@@ -150,9 +149,9 @@ def _groups(
         for obj in workloads:
             metadata = obj.get("metadata") or {}
             label = f"{str(obj['kind']).lower()}/{metadata.get('name') or '<unnamed>'}"
-            groups.append((label, collect_claims([obj], state, cache)))
+            groups.append((label, collect_claims([obj], state)))
         others = [obj for obj in objects if obj.get("kind") not in WORKLOAD_KINDS]
-        rest = collect_claims(others, state, cache)
+        rest = collect_claims(others, state)
         referenced = {claim.key for _, claims in groups for _, claim in claims if claim.shared}
         rest = [(name, claim) for name, claim in rest if claim.key not in referenced]
         if rest:
@@ -191,7 +190,7 @@ def _devices(allocation: Mapping[str, Any] | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     config = cluster_config(args, required=True)
-    namespace = namespace_of(args, config)
+    namespace = command_namespace(args, config)
     if config is not None:
         state, source = read_cluster(config, Settings(), kinds=KINDS).state, str(config.path)
     else:

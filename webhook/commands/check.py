@@ -30,11 +30,11 @@ from typing import Any
 from quota.charge import Charge
 from quota.cluster import Obj
 from quota.decision import decide
-from quota.derived import DerivedCache
 from quota.errors import InvalidObject
 from quota.flavorfilter import Placer
 from quota.livepods import pod_key, pod_uid, usage_from_pods
 from quota.messages import format_amount, format_amounts
+from quota.objectkeys import namespace_of, object_key_of
 from quota.placement import make_placer
 from quota.queues import LocalQueue, parse_resource_flavor
 from quota.queuetable import QueueTable, queue_table
@@ -54,7 +54,7 @@ from webhook.commands._common import (
     output_format,
     read_inputs,
 )
-from webhook.commands._kubeconfig import KubeConfig, add_kubeconfig_arguments, namespace_of
+from webhook.commands._kubeconfig import KubeConfig, add_kubeconfig_arguments, command_namespace
 from webhook.commands._whatif import PassResult, as_created, next_pass, workload_key
 from webhook.store.clusterstate import ClusterState
 from webhook.store.manifests import load_state
@@ -77,7 +77,7 @@ def _identity(obj: Mapping[str, Any]) -> tuple[str, str, str]:
     name = metadata.get("name") or metadata.get("generateName") or "<unnamed>"
     return (
         kind if isinstance(kind, str) else "<unknown>",
-        str(metadata.get("namespace") or "default"),
+        namespace_of(obj),
         str(name),
     )
 
@@ -155,16 +155,12 @@ def check_objects(
     for obj in inputs:
         if obj.get("kind") not in WORKLOAD_KINDS:
             state.upsert(obj)
-    cache = DerivedCache()
     now = time.time() if now is None else now
-    if usage is None:
-        usage = usage_from_pods(state.snapshot(), settings, now, cache=cache)
-    else:
-        usage = usage.copy()
+    usage = usage_from_pods(state.snapshot(), settings, now) if usage is None else usage.copy()
     items: list[dict[str, Any]] = []
     created: list[tuple[int, Mapping[str, Any], Obj]] = []  # (item index, input, as created)
     for obj in decided:
-        decision = decide(obj, state, usage, settings, placer, cache=cache)
+        decision = decide(obj, state, usage, settings, placer)
         if decision.queued:
             uid = f"what-if-{len(items)}"
             local = decision.local_queue_name or ""
@@ -268,7 +264,7 @@ def _input_queue_problems(
             prefix = f"ClusterQueue {name}: "
             problems.append(reason if reason.startswith(prefix) else prefix + reason)
         elif kind == "LocalQueue":
-            key = f"{metadata.get('namespace') or 'default'}/{name}"
+            key = object_key_of(namespace_of(obj), name)
             local = table.local_queues.get(key)
             if isinstance(local, str):
                 problems.append(local)
@@ -300,7 +296,7 @@ def run(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     config = cluster_config(args, required=False)
     state, snapshot = _cluster(args, config, settings)
-    namespace = namespace_of(args, config)
+    namespace = command_namespace(args, config)
     progress = Progress("check")
     files = read_inputs(args, progress)
     inputs = [in_namespace(obj, namespace) for _, objects in files for obj in objects]

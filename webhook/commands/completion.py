@@ -44,15 +44,26 @@ complete -o filenames -F _draquota draquota
 """
 
 
+def _arguments(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """The arguments of `parser`. argparse keeps them only in the private `_actions` (it has
+    no public list), and the script must describe the parser the CLI really builds."""
+    return list(parser._actions)
+
+
 def _subcommands(root: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
-    for action in root._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return dict(action.choices)
+    """The subcommands of `root`: the one argument whose choices map names to parsers."""
+    for action in _arguments(root):
+        if isinstance(action.choices, dict):
+            return {
+                name: sub
+                for name, sub in action.choices.items()
+                if isinstance(sub, argparse.ArgumentParser)
+            }
     return {}
 
 
 def _options(parser: argparse.ArgumentParser) -> list[str]:
-    found = [s for a in parser._actions for s in a.option_strings]
+    found = [s for a in _arguments(parser) for s in a.option_strings]
     for name in _subcommands(parser):
         found.append(name)
     return sorted(set(found))

@@ -17,7 +17,6 @@ from typing import Any
 
 from quota.claims import CLAIM_KINDS, claim_spec_of, expand_pod_claims
 from quota.demand import catalog_of, pod_demand
-from quota.derived import DerivedCache
 from quota.devicecharge import claim_charge
 from quota.devices import claim_devices
 from quota.errors import InvalidObject, object_ref
@@ -36,7 +35,7 @@ from webhook.commands._common import (
     output_format,
     read_inputs,
 )
-from webhook.commands._kubeconfig import add_kubeconfig_arguments, namespace_of
+from webhook.commands._kubeconfig import add_kubeconfig_arguments, command_namespace
 from webhook.store.clusterstate import ClusterState
 from webhook.store.manifests import load_state
 
@@ -52,13 +51,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_kubeconfig_arguments(parser)
 
 
-def count_object(
-    obj: Mapping[str, Any], state: ClusterState, cache: DerivedCache | None = None
-) -> dict[str, int]:
+def count_object(obj: Mapping[str, Any], state: ClusterState) -> dict[str, int]:
     """Devices per class of a claim or template spec, or of one pod of a workload."""
     if obj.get("kind") in CLAIM_KINDS:
         return claim_devices(claim_spec_of(obj))
-    return pod_demand(as_workload(obj), state.snapshot(), cache=cache).all_devices()
+    return pod_demand(as_workload(obj), state.snapshot()).all_devices()
 
 
 def _sources(state: ClusterState) -> dict[str, DeviceSource]:
@@ -76,7 +73,6 @@ def charge_object(
     obj: Mapping[str, Any],
     state: ClusterState,
     sources: Mapping[str, DeviceSource],
-    cache: DerivedCache | None = None,
 ) -> dict[str, str]:
     """Per counter or capacity resource, what a claim, a template or one pod of a workload is
     charged (shared claims included), in the resource's unit; resources it does not touch
@@ -84,7 +80,7 @@ def charge_object(
     if not sources:
         return {}
     view = state.snapshot()
-    catalog = catalog_of(view, cache=cache)()
+    catalog = catalog_of(view)()
     if obj.get("kind") in CLAIM_KINDS:
         metadata = obj.get("metadata") or {}
         ref = object_ref(str(obj["kind"]), metadata.get("namespace"), metadata.get("name"))
@@ -92,7 +88,7 @@ def charge_object(
         specs = [(claim_spec_of(obj), ref, base)]
     else:
         workload = as_workload(obj)
-        claims = expand_pod_claims(workload.pod, view, workload.ref, cache=cache)
+        claims = expand_pod_claims(workload.pod, view, workload.ref)
         specs = [
             (c.spec, object_ref("ResourceClaim", c.namespace, c.claim or c.template), "spec")
             for c in claims
@@ -112,7 +108,7 @@ def charge_object(
 
 def run(args: argparse.Namespace) -> int:
     config = cluster_config(args, required=False)
-    namespace = namespace_of(args, config)
+    namespace = command_namespace(args, config)
     if config is not None:
         state = read_cluster(config, Settings(), namespace, KINDS).state
     else:
@@ -126,7 +122,6 @@ def run(args: argparse.Namespace) -> int:
         obj for obj in inputs if obj.get("kind") in CLAIM_KINDS or obj.get("kind") in WORKLOAD_KINDS
     ]
     items = []
-    cache = DerivedCache()
     sources = _sources(state)
     for i, obj in enumerate(counted):
         if i % 1000 == 0:
@@ -137,9 +132,9 @@ def run(args: argparse.Namespace) -> int:
                 "kind": obj["kind"],
                 "namespace": metadata.get("namespace") or namespace,
                 "name": metadata.get("name") or metadata.get("generateName"),
-                "devices": count_object(obj, state, cache),
+                "devices": count_object(obj, state),
             }
-            | ({"charges": charge_object(obj, state, sources, cache)} if sources else {})
+            | ({"charges": charge_object(obj, state, sources)} if sources else {})
         )
     progress.done()
 

@@ -21,9 +21,9 @@ from webhook.commands._common import load_settings
 from webhook.commands._kubeconfig import (
     KubeConfig,
     add_kubeconfig_arguments,
+    command_namespace,
     find_kubeconfig,
     load_kubeconfig,
-    namespace_of,
 )
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
             "no cluster: give --kubeconfig FILE (no $KUBECONFIG, no ~/.kube/config)"
         )
     config = load_kubeconfig(*found)
-    source = choose(_client(config), settings, namespace_of(args, config))
+    source = choose(_client(config), settings, command_namespace(args, config))
     try:
         server = DashboardServer(args.host, args.port, Dashboard(source))
     except OSError as exc:

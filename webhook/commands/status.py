@@ -63,7 +63,7 @@ from webhook.commands._common import (
     print_json,
     print_table,
 )
-from webhook.commands._kubeconfig import add_kubeconfig_arguments, namespace_of
+from webhook.commands._kubeconfig import add_kubeconfig_arguments, command_namespace
 from webhook.commands._localqueues import (
     computed_status,
     local_queue_item,
@@ -195,7 +195,7 @@ def _table(
 def _read(args: argparse.Namespace, settings: Settings) -> tuple[Snapshot, str | None]:
     """The cluster as this user may read it, and the namespace to show (None: every one)."""
     config = cluster_config(args, required=True)
-    namespace = None if args.all_namespaces else namespace_of(args, config)
+    namespace = None if args.all_namespaces else command_namespace(args, config)
     if config is None:
         state = load_state(args.state)
         return Snapshot(state, CLUSTER, str(args.state), memory_usage(state, settings)), namespace

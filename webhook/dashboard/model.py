@@ -35,6 +35,7 @@ from quota.errors import InvalidObject
 from quota.fields import FieldReader
 from quota.holdings import holdings
 from quota.livepods import TERMINAL_PHASES, is_gated, job_owner
+from quota.objectkeys import namespace_of, object_key, object_key_of
 from quota.quantity import amount
 from quota.queuetable import QueueTable
 from quota.routing import DEFAULT_LOCAL_QUEUE
@@ -71,11 +72,6 @@ def _meta(obj: Obj) -> Mapping[str, Any]:
     return _mapping(obj.get("metadata"))
 
 
-def _key(obj: Obj) -> str:
-    metadata = _meta(obj)
-    return f"{metadata.get('namespace') or 'default'}/{metadata.get('name')}"
-
-
 def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -86,7 +82,7 @@ def _count(value: Any) -> int | None:
 def _local_queue_row(obj: Obj) -> dict[str, Any]:
     status = _mapping(obj.get("status"))
     return {
-        "key": _key(obj),
+        "key": object_key(obj),
         "admitted": _count(status.get("admittedWorkloads")),
         "pending": _count(status.get("pendingWorkloads")),
     }
@@ -147,7 +143,7 @@ def _resource_row(reader: FieldReader, raw: Any, path: str) -> dict[str, Any]:
 
 def _reported(obj: Obj) -> dict[str, Any]:
     """The LocalQueue's `status.clusterQueue`, checked; InvalidObject names the field."""
-    reader = FieldReader(f"LocalQueue {_key(obj)}", "status.clusterQueue")
+    reader = FieldReader(f"LocalQueue {object_key(obj)}", "status.clusterQueue")
     raw = reader.mapping(_mapping(obj.get("status")).get("clusterQueue"), "")
     if not raw:
         raise InvalidObject(reader.ref, "status.clusterQueue", "not reported yet")
@@ -170,7 +166,7 @@ def _inactive(obj: Obj) -> list[str]:
     """Why the LocalQueue says it admits nothing (its `Active` condition), if it does."""
     conditions = _mapping(obj.get("status")).get("conditions")
     return [
-        f"LocalQueue {_key(obj)}: {c.get('message') or c.get('reason') or 'not active'}"
+        f"LocalQueue {object_key(obj)}: {c.get('message') or c.get('reason') or 'not active'}"
         for c in (conditions if isinstance(conditions, list) else ())
         if isinstance(c, Mapping) and c.get("type") == "Active" and c.get("status") == "False"
     ]
@@ -215,8 +211,8 @@ def _condition_message(pod: Obj) -> str:
 def _local_queue_of(obj: Obj, template: Mapping[str, Any] | None = None) -> str:
     labels = {**_mapping(_meta(obj).get("labels")), **_mapping((template or {}).get("labels"))}
     name = labels.get(QUEUE_LABEL)
-    namespace = _meta(obj).get("namespace") or "default"
-    return f"{namespace}/{name if isinstance(name, str) and name else DEFAULT_LOCAL_QUEUE}"
+    local = name if isinstance(name, str) and name else DEFAULT_LOCAL_QUEUE
+    return object_key_of(namespace_of(obj), local)
 
 
 def _row(
@@ -224,7 +220,7 @@ def _row(
 ) -> dict[str, Any]:
     row: dict[str, Any] = {
         "kind": kind,
-        "key": _key(obj),
+        "key": object_key(obj),
         "localQueue": local,
         **parse_wait(message),
     }
@@ -306,7 +302,7 @@ def _preempted_row(
     group = _mapping(_meta(obj).get("labels")).get(GROUP_LABEL)
     return {
         "kind": kind,
-        "key": _key(obj),
+        "key": object_key(obj),
         "localQueue": local,
         "clusterQueue": routes.get(local),
         "group": group if isinstance(group, str) else None,
@@ -320,5 +316,5 @@ def routes(local_queues: Iterable[Obj]) -> dict[str, str]:
     for obj in local_queues:
         target = _mapping(obj.get("spec")).get("clusterQueue")
         if isinstance(target, str):
-            out[_key(obj)] = target
+            out[object_key(obj)] = target
     return out

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from quota.cluster import ClusterView, Obj
 from quota.livepods import job_owner, pod_uid
+from quota.objectkeys import namespace_of, namespace_or_default
 from quota.queuetable import queue_table
 from quota.settings import Settings
 from quota.waitreport import PENDING_EVENTS
@@ -73,14 +74,14 @@ def _involved(view: ClusterView, events: list[Obj]) -> tuple[list[Obj], list[Obj
     jobs: list[Obj] = []
     for event in events:
         involved = event.get("involvedObject") or {}
-        kind, namespace = involved.get("kind"), involved.get("namespace") or "default"
+        kind, namespace = involved.get("kind"), namespace_or_default(involved.get("namespace"))
         if kind not in ("Pod", "Job"):
             continue
         obj = view.get(kind, namespace, str(involved.get("name")))
         if obj is not None and pod_uid(obj) == involved.get("uid"):
             (pods if kind == "Pod" else jobs).append(obj)
     for job in jobs:
-        namespace = (job.get("metadata") or {}).get("namespace") or "default"
+        namespace = namespace_of(job)
         pods += [p for p in view.list("Pod", namespace) if job_owner(p) == pod_uid(job)]
     return pods, jobs
 

@@ -17,6 +17,7 @@ import orjson
 from fastapi import FastAPI, Request, Response
 
 from quota.flavorfilter import Placer
+from quota.objectkeys import object_key_of
 from quota.settings import Settings
 from quota.verdict import Decision
 from webhook.admission.admit import Admission
@@ -27,10 +28,11 @@ from webhook.edge.metrics import Metrics, queue_label, reason_label, resource_la
 from webhook.edge.review import AdmissionRequest, BadReview, Outcome, parse_review, review_response
 from webhook.edge.runner import AdmissionRunner, QueueFull
 from webhook.kube.metricsauth import Verdict
+from webhook.ledger import Ledger
 from webhook.ledger.elected import HeldElsewhere
 from webhook.queueing.preempting import Evictor
 from webhook.queueing.reclaim import Reclaim
-from webhook.store.backend import Backend, Ledger
+from webhook.store.backend import Backend
 
 __all__ = ["MAX_BODY_BYTES", "QUICK_BODY_BYTES", "create_app"]
 
@@ -292,7 +294,7 @@ def _record(
     if decision is not None and decision.charge is not None:
         queue = decision.charge.local_queue
     elif decision is not None and decision.local_queue_name:
-        queue = f"{req.namespace or 'default'}/{decision.local_queue_name}"
+        queue = object_key_of(req.namespace, decision.local_queue_name)
     reason = outcome.reason or (decision.reason if decision else "") or "Allowed"
     metrics.observe_latency(endpoint, elapsed)
     metrics.decided(

@@ -26,7 +26,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import generate_latest
 
 from quota.charge import FlavorResource
-from quota.derived import DerivedCache
 from quota.lending import Lending, lending
 from quota.queues import ClusterQueue, ResourceQuota
 from quota.queuetable import QueueTable, queue_table
@@ -125,7 +124,6 @@ class _StateCollector:
         self._pending: Future[Any] | None = None
         self._last: Any = None
         self._guard = threading.Lock()
-        self._cache = DerivedCache()  # the queue table, until a queue object changes
         self._gated = GatedPods(backend.state)
         self._gated_lock = threading.Lock()  # two scrapes may collect at once
 
@@ -162,7 +160,7 @@ class _StateCollector:
         for source, count in sorted((counts() if counts else {}).items()):
             relists.add_metric([source], float(count))
         yield relists
-        table = queue_table(self._backend.state, self._settings, cache=self._cache)
+        table = queue_table(self._backend.state.snapshot(), self._settings)
         current, fresh = self._usage()
         usage: dict[str, dict[FlavorResource, int]] | None = None
         if current is not None:

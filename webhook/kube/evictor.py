@@ -26,6 +26,7 @@ from typing import Any
 
 from quota.cluster import Obj
 from quota.livepods import pod_uid
+from quota.objectkeys import namespace_of
 from webhook.kube.client import ApiError, TransportError
 from webhook.kube.podwriter import KubePodWriter, log
 from webhook.kube.resources import JOB, POD
@@ -54,7 +55,7 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 def _path(obj: Obj, kind: str = "Pod") -> str:
     metadata = _mapping(obj.get("metadata"))
     resource = JOB if kind == "Job" else POD
-    return resource.path(metadata.get("namespace") or "default", str(metadata.get("name")))
+    return resource.path(namespace_of(obj), str(metadata.get("name")))
 
 
 def _with_target(pod: Obj, message: str) -> Obj:

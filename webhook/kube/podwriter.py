@@ -48,6 +48,7 @@ from typing import NamedTuple
 
 from quota.cluster import Obj
 from quota.livepods import is_gated, pod_uid
+from quota.objectkeys import namespace_of
 from quota.waiting import ADMISSION_GATE
 from quota.waitreport import COMPONENT, PENDING, QUOTA_RESERVED, quota_reserved
 from webhook.kube.backoff import Backoff
@@ -80,7 +81,7 @@ def _now() -> str:
 
 def _path(kind: ResourceType, obj: Obj) -> str:
     metadata = obj.get("metadata") or {}
-    return kind.path(metadata.get("namespace") or "default", str(metadata.get("name")))
+    return kind.path(namespace_of(obj), str(metadata.get("name")))
 
 
 def _reserved(pod: Obj) -> bool:
@@ -184,7 +185,7 @@ def event_name(obj: Obj, reason: str) -> str:
 
 def _event(obj: Obj, kind: ResourceType, reason: str, message: str) -> Obj:
     metadata = obj.get("metadata") or {}
-    namespace = metadata.get("namespace") or "default"
+    namespace = namespace_of(obj)
     now = _now()
     return {
         "apiVersion": "v1",

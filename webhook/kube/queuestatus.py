@@ -24,9 +24,9 @@ from certs.periodic import Periodic
 from quota.charge import FlavorResource
 from quota.cluster import ClusterView
 from quota.demand import catalog_of
-from quota.derived import DerivedCache
 from quota.devicecharge import unpublished_sources
 from quota.holdings import holdings
+from quota.objectkeys import namespace_of, object_key_of
 from quota.queuetable import QueueTable, queue_table
 from quota.settings import Settings
 from quota.status import cluster_queue_status, cluster_queue_summary, local_queue_status
@@ -94,7 +94,6 @@ class QueueStatusWriter:
     ) -> None:
         self.client, self.backend, self.ledger = client, backend, ledger
         self.settings, self.clock = settings, clock
-        self._cache = DerivedCache()  # the queue table, until a queue object changes
         self._gated = GatedPods(backend.state)
         self._writer = Periodic(
             "queue-status", interval, self.sync, lambda: leading() and backend.ready()[0]
@@ -111,11 +110,11 @@ class QueueStatusWriter:
         written."""
         state = self.backend.state.snapshot()
         seconds = self.clock()
-        table = queue_table(state, self.settings, cache=self._cache)
+        table = queue_table(state, self.settings)
         pass_ = _Pass(table, self.ledger.usage(), _rfc3339(seconds))
         waiting = waiting_in(state, table, seconds, self._gated.pods())
         written = 0
-        catalog = catalog_of(state, cache=self._cache)  # parsed only if a queue needs it
+        catalog = catalog_of(state)  # parsed only if a queue needs it
         for queue in state.list("ClusterQueue"):
             name = str((queue.get("metadata") or {}).get("name"))
             parsed = table.queues.get(name)
@@ -139,8 +138,8 @@ class QueueStatusWriter:
         written = 0
         for local in state.list("LocalQueue"):
             metadata = local.get("metadata") or {}
-            namespace, name = str(metadata.get("namespace")), str(metadata.get("name"))
-            parsed = pass_.table.local_queues.get(f"{namespace}/{name}")
+            namespace, name = namespace_of(local), str(metadata.get("name"))
+            parsed = pass_.table.local_queues.get(object_key_of(namespace, name))
             if parsed is None or isinstance(parsed, str):
                 continue
             wanted = local_queue_status(

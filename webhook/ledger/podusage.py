@@ -28,7 +28,6 @@ from collections.abc import Callable, Iterable, Mapping
 from quota.charge import Charge, within
 from quota.claims import CLAIM_KINDS
 from quota.cluster import Key, Obj
-from quota.derived import DerivedCache
 from quota.errors import DraquotaError
 from quota.journal import JournalCursor
 from quota.livepods import (
@@ -40,6 +39,7 @@ from quota.livepods import (
     pod_uid,
     released_at,
 )
+from quota.objectkeys import namespace_or_default
 from quota.recharge import recompute_charge
 from quota.settings import Settings
 from webhook.ledger.charges import ChargeCache
@@ -77,7 +77,7 @@ _SYNC_KINDS = (*CHARGE_KINDS, "Pod", "Job")
 
 def _namespaces(kind: str, keys: Iterable[Key]) -> set[str]:
     """The namespaces changed LocalQueues or Namespaces (each its own) belong to."""
-    return {name if kind == "Namespace" else (ns or "default") for ns, name in keys}
+    return {name if kind == "Namespace" else namespace_or_default(ns) for ns, name in keys}
 
 
 class PodUsage:
@@ -92,7 +92,6 @@ class PodUsage:
         self._state = state
         self._settings = settings
         self._wall = wall
-        self._cache = DerivedCache()  # what charging derives from the cluster view, between pods
         self.usage = IndexedUsage()
         self.charges = ChargeCache()
         self._records: dict[str, Charge] = {}
@@ -253,7 +252,7 @@ class PodUsage:
         refs = (
             self._pods.refs(kind)
             if keys is None
-            else [(kind, namespace or "default", name) for namespace, name in keys]
+            else [(kind, namespace_or_default(namespace), name) for namespace, name in keys]
         )
         for ref in refs:
             self._recharge(self._pods.readers(ref))
@@ -300,9 +299,7 @@ class PodUsage:
         if slot is None:
             return False
         try:
-            current = recompute_charge(
-                pod, self._state.snapshot(), self._settings, cache=self._cache
-            )
+            current = recompute_charge(pod, self._state.snapshot(), self._settings)
         except DraquotaError:
             return True  # its claims cannot be read: the record charges it, as a pod's own does
         return current is None or within(current, slot)
@@ -325,9 +322,7 @@ class PodUsage:
             self._release_later(key, pod)  # its slot frees when its grace ends
             return
         try:
-            charge = live_pod_charge(
-                pod, self._state.snapshot(), self._settings, now, record, cache=self._cache
-            )
+            charge = live_pod_charge(pod, self._state.snapshot(), self._settings, now, record)
         except DraquotaError as exc:  # a malformed pod keeps its record, if it has one
             log.warning("cannot charge live pod", extra={"pod": key, "error": str(exc)})
             charge = record if is_live_pod(pod, now) else None

@@ -30,6 +30,7 @@ from webhook.ledger.reservations import (
     head_object,
     head_top,
     ledger_object,
+    shard_name,
 )
 from webhook.store.clusterstate import ClusterState
 
@@ -88,6 +89,20 @@ class ShardStore:
             path, method = QUOTA_LEDGER.path(name=shard.name), "PUT"
         self._remember(self.client.request(method, path, body=body, timeout=self.timeout))
 
+    def append(self, base: str, shard: Shard, new: list[Reservation], limit: int) -> bool:
+        """Write `new` to `shard`, the active shard of `base` as read (an entry of the same id
+        replaced; created when it has no resourceVersion), or, when that would take it over
+        `limit` bytes, seal it without them (the caller writes them to the next shard then);
+        whether it was sealed. ApiError 409 or 404 when `shard` is not as read any more."""
+        ids = {entry.id for entry in new}
+        entries = [entry for entry in shard.entries if entry.id not in ids]
+        full = bool(entries) and sum(entry.size for entry in [*entries, *new]) > limit
+        if shard.resource_version:
+            self.write(shard, entries if full else [*entries, *new], sealed=full)
+        else:
+            self.create(base, shard, new)
+        return full
+
     def create(self, base: str, shard: Shard, entries: list[Reservation]) -> None:
         """Create `shard`, the next shard of `base`, with `entries`: move the head to its
         index first, then create it, then check the head did not move past it unsealed.
@@ -139,6 +154,42 @@ class ShardStore:
             log.warning("ledger %s: deleting: %s", name, exc)
             return "error"
         return "deleted"
+
+    def locate(self, base: str, top: Callable[[], int | None]) -> None:
+        """Bring the shard of `base` created last into the view as the API server has it now
+        (after a conflict: the view is behind), with every shard created since the view's
+        (sealed now, or deleted: their records count, or are gone). `top`: the index of that
+        shard as the view has it, caught up.
+
+        The shard is read before the head, and believed only if the head has not moved past
+        it since: a shard read at an index the head had left may be one created late, below
+        the active one. A shard the head names that does not exist yet is created empty
+        (its creator, between its two writes, then conflicts and writes to it as anyone
+        else does), and believed on the same terms."""
+        for _ in range(self.max_attempts):
+            index = top()
+            if index is None:
+                if self.read_top(base) is None:
+                    return  # a new ledger: its first shard is created through its head
+                continue
+            shard = self.read(shard_name(base, index))
+            if self._moved_past(base, index):
+                continue
+            if not shard.resource_version:
+                self.create_empty(shard.name)
+                if self._moved_past(base, index):
+                    continue
+            return
+
+    def _moved_past(self, base: str, top: int) -> bool:
+        """The head of `base`, read now, names a shard after `top`; the shards in between are
+        read into the view then (the next one is read by the caller)."""
+        head = self.read_top(base)
+        if head is None or head <= top:
+            return False
+        for index in range(top + 1, head):
+            self.read(shard_name(base, index))
+        return True
 
     def rewrite(
         self, name: str, drop: Callable[[Reservation], bool], outcome: str = "removed"

@@ -90,7 +90,19 @@ class IndexedUsage(Usage):
             self._index(old, -1)
 
     def of(self, cluster_queue: str) -> dict[FlavorResource, int]:
-        return _sum(self._totals.get(cluster_queue, {}), self._shared.get(cluster_queue, {}))
+        return _sum(self.per_pod_totals(cluster_queue), self.shared_amounts(cluster_queue))
+
+    def per_pod_totals(self, cluster_queue: str) -> Mapping[FlavorResource, int]:
+        """The queue's per-pod parts summed, not saturated. The index's own mapping, not a
+        copy: read it, never change it, and only while this usage is not modified."""
+        return self._totals.get(cluster_queue, {})
+
+    def shared_amounts(
+        self, cluster_queue: str
+    ) -> Mapping[tuple[str, FlavorResource], Counter[int]]:
+        """Per shared claim and resource of the queue, the multiset of amounts its holders
+        record (the claim counts once, at the largest). Read-only, as `per_pod_totals`."""
+        return self._shared.get(cluster_queue, {})
 
     def shared_claims(self, cluster_queue: str) -> set[tuple[str, FlavorResource]]:
         return set(self._shared.get(cluster_queue, {}))
@@ -108,8 +120,8 @@ class IndexedUsage(Usage):
 
     def snapshot(self) -> IndexedUsage:
         """An independent copy: the holders' dict and the per-queue index copied as they
-        are (C-level dict copies, about 1 ms per 100,000 holders), never re-indexed charge
-        by charge, so the status writer and /metrics do not hold the ledger's lock for long."""
+        are (C-level dict copies), never re-indexed charge by charge, so the status writer
+        and /metrics do not hold the ledger's lock for long."""
         copy = IndexedUsage()
         copy._charges = dict(self._charges)
         copy._holders = Counter(self._holders)
@@ -176,8 +188,8 @@ class _Overlay(Usage):
         return found
 
     def _changed_queue(self, cluster_queue: str) -> tuple[dict[FlavorResource, int], _Shared]:
-        totals = dict(self._base._totals.get(cluster_queue, {}))
-        base_shared = self._base._shared.get(cluster_queue, {})
+        totals = dict(self._base.per_pod_totals(cluster_queue))
+        base_shared = self._base.shared_amounts(cluster_queue)
         shared: _Shared = dict(base_shared)
         touched: set[tuple[str, FlavorResource]] = set()
 

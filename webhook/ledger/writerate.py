@@ -62,7 +62,7 @@ class WriteRate:
 
     def _reserve(self, cluster_queue: str) -> float | None:
         """Take one token (the balance may go below zero: those are slots promised to the
-        admissions waiting for them); how long until the caller's slot comes."""
+        admissions queued for them); how long until the caller's slot comes."""
         with self._lock:
             now = self._clock()
             bucket = self._buckets.get(cluster_queue)

@@ -30,6 +30,7 @@ from typing import Any
 
 from quota.cluster import ClusterView, Obj
 from quota.livepods import epoch, job_owner, pod_key, pod_uid
+from quota.objectkeys import namespace_of
 from quota.preemption import Candidate
 from quota.usage import Usage
 from quota.waiting import group_of
@@ -186,7 +187,7 @@ class _Builder:
         refs = _mapping(pod.get("metadata")).get("ownerReferences") or ()
         for ref in map(_mapping, refs if isinstance(refs, list) else ()):
             if ref.get("uid") == owner:
-                namespace = _mapping(pod.get("metadata")).get("namespace") or "default"
+                namespace = namespace_of(pod)
                 job = self.state.get("Job", namespace, str(ref.get("name")))
                 return job if job is not None and pod_uid(job) == owner else None
         return None

@@ -37,13 +37,12 @@ from typing import Protocol
 
 from certs.periodic import Periodic
 from quota.charge import Charge
-from quota.charging import node_selector_of
 from quota.cluster import Obj
 from quota.decision import Prepared, conclude, conclude_job, prepare
-from quota.derived import DerivedCache
 from quota.errors import DraquotaError
 from quota.flavorfilter import Placer
 from quota.livepods import epoch, pod_key, pod_uid
+from quota.queuedemand import node_selector_of
 from quota.queuetable import QueueTable, queue_table
 from quota.settings import Settings
 from quota.together import Member, conclude_in_turn
@@ -53,11 +52,12 @@ from quota.waiting import Waiting, admit_in_order, waiting_in
 from quota.workloads import as_workload
 from webhook.admission.jobpods import JobPods
 from webhook.edge.metrics import Metrics
+from webhook.ledger import Ledger
 from webhook.ledger.podusage import job_holder
 from webhook.queueing.admittedworkloads import PREEMPTED_ANNOTATION
 from webhook.queueing.gatedpods import GatedPods
 from webhook.queueing.preempting import Evictor, Preemption, Trial
-from webhook.store.backend import Backend, Ledger
+from webhook.store.backend import Backend
 
 __all__ = ["Evictor", "PodWriter", "QueueController", "QueuePass"]
 
@@ -124,9 +124,8 @@ class QueueController:
         self.max_writes = 100
         self._writes = 0
         self._shown: dict[str, str] = {}  # uid -> the waiting message the API server shows
-        self._cache = DerivedCache()  # what the core derives from backend.state, between passes
         self._gated = GatedPods(backend.state)
-        self._jobs = JobPods(backend, ledger, settings, self._cache)
+        self._jobs = JobPods(backend, ledger, settings)
         self._passes = Periodic("queueing", interval, self._pass)
         # without an evictor (a what-if that evicts nothing), nothing is preempted
         self._preemption = Preemption(ledger, evictor, metrics) if evictor is not None else None
@@ -146,7 +145,7 @@ class QueueController:
     def run_once(self) -> QueuePass:
         """Admit what fits, in order, in every queueing ClusterQueue."""
         state = self.backend.state.snapshot()
-        table = queue_table(state, self.settings, cache=self._cache)
+        table = queue_table(state, self.settings)
         done = QueuePass()
         self._writes = 0
         waiting = waiting_in(state, table, self.wall(), self._gated.pods())
@@ -296,9 +295,7 @@ class QueueController:
         """A waiting pod is charged by the claims generated for it too (`prepare`)."""
         state, settings, placer = self.backend.state, self.settings, self.placer
         generated = obj.get("kind") != "Job"
-        return prepare(
-            obj, state, settings, placer, "CREATE", cache=self._cache, generated=generated
-        )
+        return prepare(obj, state, settings, placer, "CREATE", generated=generated)
 
     def _record(self, member: Member) -> Decision:
         prepared = member.prepared

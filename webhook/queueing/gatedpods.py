@@ -2,14 +2,15 @@
 
 The queueing controller, the status writer and the metrics read the waiting pods every
 pass; looking at every cached pod each time would cost O(pods). This set follows the
-view's change journal instead: a read costs O(pods changed since the last one), and a
-full rescan only after a relist or when the journal no longer reaches back that far.
-Not thread-safe: each reader keeps its own.
+store's change journal instead (`quota.journal.JournalCursor`): a read costs O(pods changed
+since the last one), and a full rescan only on the first read, after a relist, or when the
+journal no longer reaches back that far. Not thread-safe: each reader keeps its own.
 """
 
 from __future__ import annotations
 
 from quota.cluster import Obj
+from quota.journal import JournalCursor
 from quota.livepods import is_gated
 from webhook.store.clusterstate import ClusterState
 
@@ -21,20 +22,17 @@ class GatedPods:
 
     def __init__(self, state: ClusterState) -> None:
         self._state = state
-        self._revision = -1
+        self._cursor = JournalCursor(state)
         self._pods: dict[tuple[str | None, str], Obj] = {}
         self.rescans = 0
 
     def pods(self) -> list[Obj]:
-        revision = self._state.revision("Pod")[0]
-        if revision != self._revision:
-            changed = self._state.changed_since("Pod", self._revision)
-            if self._revision < 0 or changed is None:
-                self._rescan()
-            else:
-                for namespace, name in changed:
-                    self._update(namespace, name, self._state.get("Pod", namespace, name))
-            self._revision = revision
+        changed = self._cursor.take("Pod")
+        if changed is None:
+            self._rescan()
+        else:
+            for namespace, name in changed:
+                self._update(namespace, name, self._state.get("Pod", namespace, name))
         return list(self._pods.values())
 
     def _rescan(self) -> None:

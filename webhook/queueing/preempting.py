@@ -46,6 +46,7 @@ from quota.queuetable import QueueTable
 from quota.usage import Usage
 from quota.waiting import Waiting
 from webhook.edge.metrics import Metrics
+from webhook.ledger import Ledger
 from webhook.queueing.admittedworkloads import (
     Admitted,
     Workloads,
@@ -53,7 +54,6 @@ from webhook.queueing.admittedworkloads import (
     is_deleting,
     is_marked,
 )
-from webhook.store.backend import Ledger
 
 __all__ = [
     "Evictor",

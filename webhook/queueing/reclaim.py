@@ -42,6 +42,7 @@ from quota.verdict import Decision, Verdict
 from quota.waiting import Waiting
 from webhook.edge.metrics import Metrics
 from webhook.edge.review import AdmissionRequest
+from webhook.ledger import Ledger
 from webhook.queueing.admittedworkloads import Admitted, admitted_workloads, job_priority
 from webhook.queueing.preempting import (
     Evictor,
@@ -50,7 +51,7 @@ from webhook.queueing.preempting import (
     plan_preemption,
     resume_evictions,
 )
-from webhook.store.backend import Backend, Ledger
+from webhook.store.backend import Backend
 
 __all__ = ["Reclaim", "reclaim_only"]
 

@@ -1,14 +1,16 @@
 """`WaitingIndex`: the gated pods and suspended Jobs of a cluster view, by the LocalQueue they
 name.
 
-The answer at submit (`webhook.admission.submitwait`) needs what waits in one ClusterQueue, on every
-create into a queueing one; listing every pod and Job of the cluster each time would cost
-O(cluster). This index follows the views' change journal instead: a read costs O(pods and
-Jobs changed since the last one) plus what waits in the LocalQueues asked for, and a full
-rescan of a kind only on the first read, after a relist, or when the journal no longer
-reaches back that far. Entries are keyed by the LocalQueue an object names (its queue
-label, else `default`), which no change to the queue objects moves. Whether a pod is still
-live, and which ClusterQueue a LocalQueue points to, is the reader's business.
+The answer at submit (`webhook.admission.submitwait`) needs what waits in one ClusterQueue,
+on every create into a queueing one; listing every pod and Job of the cluster each time
+would cost O(cluster). This index follows the views' change journal instead
+(`quota.journal.JournalCursor`, moved to each view read, older ones included): a read costs
+O(pods and Jobs changed since the last one) plus what waits in the LocalQueues asked for,
+and a full rescan of a kind only on the first read, after a relist, on a view of another
+store, or when the journal no longer reaches back that far. Entries are keyed by the
+LocalQueue an object names (its queue label, else `default`), which no change to the queue
+objects moves. Whether a pod is still live, and which ClusterQueue a LocalQueue points to,
+is the reader's business.
 Thread-safe: admissions run on several threads and share one index.
 """
 
@@ -19,6 +21,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from quota.cluster import ClusterView, Key, Obj, meta_of
+from quota.journal import JournalCursor, JournalPosition
 from quota.livepods import is_gated
 from quota.waiting import local_queue_key
 
@@ -39,8 +42,7 @@ class WaitingIndex:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._source: object | None = None
-        self._revisions: dict[str, int] = {}
+        self._read: JournalPosition | None = None  # holds no view
         self._by_queue: dict[str, dict[tuple[str, Key], Obj]] = {}
         self._queue_of: dict[tuple[str, Key], str] = {}
         self.rescans = 0
@@ -59,21 +61,15 @@ class WaitingIndex:
         return pods, jobs
 
     def _follow(self, view: ClusterView) -> None:
-        if view.source is not self._source:
-            self._source, self._revisions = view.source, {}
-            self._by_queue, self._queue_of = {}, {}
-        for kind in _KINDS:
-            revision = view.revision(kind)[0]
-            last = self._revisions.get(kind)
-            if last == revision:
-                continue
-            changed = None if last is None else view.changed_since(kind, last)
-            if changed is None:
+        cursor = self._read.reading(view) if self._read is not None else JournalCursor(view)
+        changes = cursor.follow(*_KINDS)
+        self._read = cursor.position()
+        for kind, changed in changes:
+            if changed is None:  # also every kind of another store's view: all entries go
                 self._rescan(view, kind)
             else:
                 for namespace, name in changed:
                     self._update(kind, (namespace, name), view.get(kind, namespace, name))
-            self._revisions[kind] = revision
 
     def _rescan(self, view: ClusterView, kind: str) -> None:
         self.rescans += 1

@@ -5,6 +5,9 @@ current from the API server. Every write publishes a new `quota.cluster.ClusterV
 (each kind a persistent map, so a write copies one path of one kind and the view is
 handed out in O(1)); decisions read the view they were handed, never the store. A
 journal per kind tells the placement index which claims changed between two views.
+The store owns the one `quota.derived.DerivedCache` its views carry (`ClusterView.derived`):
+the queue table, extended-resource names, device catalog and parsed claims are derived
+once per revision of what they read, whoever asks, and handed out with the view.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from quota.cluster import ClusterView, Key, Obj, Objects, meta_of, objects_of
+from quota.derived import DerivedCache
 
 __all__ = ["JOURNAL_LENGTH", "STATUS_BLIND", "ClusterState"]
 
@@ -59,6 +63,7 @@ class ClusterState:
         self._journal: dict[str, deque[tuple[int, Key]]] = {}
         self._journal_floor: dict[str, int] = {}
         self._writes = 0
+        self._derived = DerivedCache()  # shared by every view published: keyed by revisions
         self._view = self._published()
         for obj in objects:
             self.upsert(obj)
@@ -71,6 +76,11 @@ class ClusterState:
     def source(self) -> object:
         """The store itself: what its views name as their source."""
         return self
+
+    @property
+    def derived(self) -> DerivedCache:
+        """What the core derives from the store's views, shared by all of them."""
+        return self._derived
 
     def upsert(self, obj: Obj) -> None:
         """Add or replace an object (see STATUS_BLIND)."""
@@ -136,7 +146,9 @@ class ClusterState:
         # Copies of two small dicts (one entry per kind): the view never changes after this.
         self._writes += 1
         revisions = dict(self._revisions)
-        return ClusterView(dict(self._objects), revisions, self, self._between, self._writes)
+        return ClusterView(
+            dict(self._objects), revisions, self, self._between, self._writes, self._derived
+        )
 
     def _note(self, kind: str, key: Key) -> None:
         revision = self._revisions[kind] = self._revisions.get(kind, 0) + 1

@@ -26,7 +26,7 @@ from tests.webhook.builders import (
 from tests.webhook.queueing.test_controller import gpu_job, gpu_template, gpus
 from webhook.admission.admit import Admission
 from webhook.edge.review import Outcome, parse_review
-from webhook.store.backend import MemoryLedger
+from webhook.ledger.memory import MemoryLedger
 
 KUEUE_WARNING = "kueue.x-k8s.io/queue-name is not read by draquota; use draquota.io/queue-name"
 

@@ -40,7 +40,7 @@ from tests.security.cluster import Clock
 from tests.webhook.builders import FLAVOR, QUEUE, TEMPLATE, FakeBackend, cluster_objects
 from webhook.admission.admit import Admission
 from webhook.edge.review import Outcome, parse_review
-from webhook.store.backend import MemoryLedger
+from webhook.ledger.memory import MemoryLedger
 from webhook.store.clusterstate import ClusterState
 
 RECORDED = Path(__file__).parents[2] / "manifests" / "fixtures" / "admission"

@@ -28,7 +28,7 @@ from webhook.admission.admit import Admission
 from webhook.admission.placementcache import CachedPlacer
 from webhook.admission.preparedcache import IDENTITY_FIELDS, PREPARE_KINDS, PreparedCache
 from webhook.edge.review import parse_review
-from webhook.store.backend import MemoryLedger
+from webhook.ledger.memory import MemoryLedger
 from webhook.store.clusterstate import ClusterState
 
 

@@ -26,7 +26,7 @@ from tests.webhook.builders import (
 from webhook.admission import admit as admit_module
 from webhook.admission.placementcache import CachedPlacer
 from webhook.edge.app import create_app
-from webhook.store.backend import MemoryLedger
+from webhook.ledger.memory import MemoryLedger
 from webhook.store.clusterstate import ClusterState
 
 

@@ -30,7 +30,7 @@ from webhook.admission.mutation import pod_patch
 from webhook.edge.app import MAX_BODY_BYTES, create_app
 from webhook.edge.logs import JsonFormatter
 from webhook.edge.runner import offload_if_inline
-from webhook.store.backend import MemoryLedger
+from webhook.ledger.memory import MemoryLedger
 
 _uids = itertools.count(1)
 

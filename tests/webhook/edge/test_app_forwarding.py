@@ -22,7 +22,7 @@ from webhook.edge.app import create_app
 from webhook.edge.forwarding import FORWARDED_HEADER, UNAVAILABLE, Forwarded, Forwarder, denial
 from webhook.edge.metrics import Metrics
 from webhook.ledger.elected import HeldElsewhere
-from webhook.store.backend import MemoryLedger
+from webhook.ledger.memory import MemoryLedger
 from webhook.store.clusterstate import ClusterState
 
 # What the elected replica answered, as it wrote it (spacing and all): passed on unchanged.

@@ -40,7 +40,7 @@ from webhook.edge.forwarding import (
     advertise_address,
 )
 from webhook.edge.review import Outcome, review_response
-from webhook.store.backend import MemoryLedger
+from webhook.ledger.memory import MemoryLedger
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from quota.settings import Settings
 from tests.webhook.builders import AppClient, FakeBackend, cluster_state, pod, review
 from webhook.edge.app import create_app
-from webhook.store.backend import MemoryLedger
+from webhook.ledger.memory import MemoryLedger
 
 FUZZ = settings(
     max_examples=60,

@@ -21,7 +21,7 @@ from tests.webhook.builders import review as make_review
 from webhook.admission.placementcache import CachedPlacer
 from webhook.edge.app import QUICK_BODY_BYTES, create_app
 from webhook.edge.runner import AdmissionRunner, Offload, offload_if_inline
-from webhook.store.backend import MemoryLedger
+from webhook.ledger.memory import MemoryLedger
 from webhook.store.clusterstate import ClusterState
 
 
@@ -144,7 +144,7 @@ def test_a_view_in_use_by_another_thread_is_waited_for_on_a_worker_not_on_the_lo
     app = _app(RecordingPlacer())
     client = AppClient(app)
     assert _allowed(client, "warm")
-    lock = app.state.admission.ledger._view_lock
+    lock = app.state.admission.ledger.view.lock
     held, release = threading.Event(), threading.Event()
 
     def hold() -> None:

@@ -17,7 +17,7 @@ from tests.webhook.kube.test_backend import eventually
 from tests.webhook.ledger.test_cluster import Clock, make, start_instance
 from webhook.kube.client import KubeClient
 from webhook.kube.queuestatus import QueueStatusWriter
-from webhook.ledger.cluster import LedgerOptions
+from webhook.ledger.options import LedgerOptions
 from webhook.store.clusterstate import ClusterState
 
 pytestmark = pytest.mark.integration

@@ -20,7 +20,7 @@ from tests.webhook.kube.objects import QUEUE, cluster_objects, gpu_pod
 from tests.webhook.kube.test_backend import eventually
 from tests.webhook.ledger.test_cluster import GPU, TTL, Clock, Instance, start_instance
 from webhook.kube.client import KubeClient
-from webhook.ledger.cluster import LedgerOptions
+from webhook.ledger.options import LedgerOptions
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

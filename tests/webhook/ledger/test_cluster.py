@@ -19,7 +19,8 @@ from tests.webhook.kube.objects import NAMESPACE, QUEUE, cluster_objects, gpu_po
 from tests.webhook.kube.test_backend import eventually
 from webhook.kube.backend import KubeBackend
 from webhook.kube.client import KubeClient
-from webhook.ledger.cluster import ClusterLedger, LedgerOptions
+from webhook.ledger.cluster import ClusterLedger
+from webhook.ledger.options import LedgerOptions
 from webhook.ledger.reservations import Reservation, shards_of
 
 pytestmark = pytest.mark.integration
@@ -126,7 +127,7 @@ def test_the_ledger_has_loaded_records_and_pods_when_the_backend_is_ready(
     try:
         assert backend.wait_until_ready(10), backend.ready()
         assert ledger.warming() == ""
-        assert ledger._pods.usage.of(QUEUE) == {GPU: 1}  # charged already, not on first use
+        assert ledger.view.pods.usage.of(QUEUE) == {GPU: 1}  # charged already, not on first use
     finally:
         backend.stop()
 
@@ -256,9 +257,9 @@ def test_reconciling_checks_only_records_that_changed_or_lost_their_pod(
             create_pod(api, f"p{i}", f"u{i}")
         eventually(lambda: len(instance.backend.state.list("Pod")) == 8)
         checked: list[str] = []
-        droppable = instance.ledger._droppable
+        droppable = instance.ledger.upkeep.droppable
         monkeypatch.setattr(
-            instance.ledger, "_droppable", lambda u: checked.append(u) or droppable(u)
+            instance.ledger.upkeep, "droppable", lambda u: checked.append(u) or droppable(u)
         )
         assert instance.ledger.reconcile() == 0  # every record is held by its pod: pruned
         assert instance.ledger.reconcile() == 0

@@ -19,8 +19,9 @@ from tests.webhook.ledger.test_cluster import GPU, TTL, Clock, Instance, ledger_
 from webhook.kube.backend import KubeBackend
 from webhook.kube.client import KubeClient
 from webhook.kube.lease import Term
-from webhook.ledger.cluster import ClusterLedger, LedgerOptions
+from webhook.ledger.cluster import ClusterLedger
 from webhook.ledger.elected import HeldElsewhere
+from webhook.ledger.options import LedgerOptions
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,8 @@ from tests.webhook.kube.objects import NAMESPACE, QUEUE, cluster_objects, gpu_po
 from tests.webhook.kube.test_backend import eventually
 from tests.webhook.ledger.test_cluster import Clock, Instance, admit, ledger_entries, start_instance
 from webhook.kube.client import KubeClient
-from webhook.ledger.cluster import ClusterLedger, LedgerOptions
+from webhook.ledger.cluster import ClusterLedger
+from webhook.ledger.options import LedgerOptions
 from webhook.ledger.reservations import TOP_ANNOTATION, Reservation, Shard, shards_of
 from webhook.store.clusterstate import ClusterState
 
@@ -99,7 +100,7 @@ def test_a_shard_written_while_it_was_being_deleted_is_kept(
         assert admit(many, f"u{i}", f"p{i}").allowed
     many.ledger.release([f"u{i}" for i in range(5)])
     many.clock.now += GRACE + 1
-    store = many.ledger._store
+    store = many.ledger.store
     delete = store.delete
     raced: list[str] = []
 
@@ -143,7 +144,7 @@ def test_a_shard_the_head_names_but_nobody_created_is_created_and_written(
     api.update(shard0)
     head["metadata"]["annotations"][TOP_ANNOTATION] = "1"
     api.update(head)
-    eventually(lambda: many.ledger._top(BASE) == 1)
+    eventually(lambda: many.ledger.top(BASE) == 1)
     assert admit(many, "u1", "p1").allowed
     shards = shards_of(api.objects("QuotaLedger"))[BASE]
     assert [(s.index, [e.id for e in s.entries]) for s in shards] == [(0, ["u0"]), (1, ["u1"])]
@@ -204,7 +205,7 @@ def test_a_replica_behind_never_creates_again_a_shard_deleted_under_it(
     options = two_per_shard(api, client, clock)
     a = start_instance(client, clock, LedgerOptions(**{**vars(options), "empty_grace": 0}))
     frozen: list[ClusterState] = []
-    create = a.ledger._store.create
+    create = a.ledger.store.create
 
     def snapshot(base: str, shard: Shard, entries: list[Reservation]) -> None:
         if shard.index == 2 and not frozen:
@@ -212,7 +213,7 @@ def test_a_replica_behind_never_creates_again_a_shard_deleted_under_it(
             frozen.append(ClusterState([o for k in state.kinds() for o in state.list(k)]))
         create(base, shard, entries)
 
-    monkeypatch.setattr(a.ledger._store, "create", snapshot)
+    monkeypatch.setattr(a.ledger.store, "create", snapshot)
     try:
         steps: list[tuple[str, Callable[[], Any]]] = []
         for i in range(3):  # 0: [a0 a1] sealed, 1: [a2]

@@ -16,7 +16,7 @@ from tests.webhook.kube.objects import NAMESPACE, QUEUE, TEMPLATE, cluster_objec
 from tests.webhook.ledger.test_cluster import Clock, Instance, admit, start_instance
 from webhook.edge.metrics import Metrics
 from webhook.kube.client import KubeClient
-from webhook.ledger.cluster import LedgerOptions
+from webhook.ledger.options import LedgerOptions
 
 pytestmark = pytest.mark.integration
 

@@ -17,8 +17,9 @@ from quota.usage import Usage
 from quota.verdict import Decision
 from tests.webhook.builders import QUEUE, TEMPLATE, cluster_objects, cluster_state, pod
 from webhook.ledger import podusage as podusage_module
+from webhook.ledger import valid_reservation_id
+from webhook.ledger.memory import MemoryLedger
 from webhook.ledger.usageindex import IndexedUsage
-from webhook.store.backend import MemoryLedger, valid_reservation_id
 from webhook.store.clusterstate import JOURNAL_LENGTH
 
 GPU = FlavorResource("a100", "gpu")

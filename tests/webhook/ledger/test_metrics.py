@@ -6,8 +6,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import generate_latest
 
 from quota.settings import Settings
+from webhook.ledger.memory import MemoryLedger
 from webhook.ledger.metrics import LedgerCollector
-from webhook.store.backend import MemoryLedger
 from webhook.store.clusterstate import ClusterState
 
 

@@ -106,3 +106,22 @@ def test_an_index_of_any_usage_answers_like_it_and_does_not_follow_it() -> None:
         assert indexed.of(queue) == plain.of(queue)
     plain.remove("a")
     assert indexed.of("q1") == {GPU: HALF + 2, MEMORY: 3}
+
+
+def test_an_overlay_over_a_shared_claim_changes_none_of_its_base_public_parts() -> None:
+    base = IndexedUsage({"a": _charge(2, cache=4), "b": _charge(1, cache=9)})
+    parts = (
+        dict(base.per_pod_totals("q1")),
+        {k: dict(v) for k, v in base.shared_amounts("q1").items()},
+    )
+    assert parts == ({GPU: 3}, {("team-a/cache", MEMORY): {4: 1, 9: 1}})
+    overlay = base.copy()
+    overlay.remove("b")
+    overlay.add("c", _charge(1, cache=6))
+    assert overlay.of("q1") == {GPU: 3, MEMORY: 6}
+    after = (
+        dict(base.per_pod_totals("q1")),
+        {k: dict(v) for k, v in base.shared_amounts("q1").items()},
+    )
+    assert after == parts
+    assert base.of("q1") == {GPU: 3, MEMORY: 9}

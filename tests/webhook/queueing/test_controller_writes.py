@@ -30,8 +30,8 @@ from tests.webhook.queueing.test_controller import (
     submit_jobs,
     used,
 )
+from webhook.ledger.memory import MemoryLedger
 from webhook.queueing.controller import QueueController
-from webhook.store.backend import MemoryLedger
 
 
 class CountingLedger:

@@ -72,3 +72,13 @@ def test_an_older_view_is_answered_as_it_was() -> None:
     assert _names(index, state, DEFAULT) == (["a", "b"], [])
     pods, _ = index.waiting(older, [DEFAULT])
     assert [p["metadata"]["name"] for p in pods] == ["a"]
+
+
+def test_a_view_of_another_store_is_read_afresh() -> None:
+    state = ClusterState([_gated("a"), _suspended("j")])
+    other = ClusterState([_gated("b")])  # its revisions say nothing of the first store
+    index = WaitingIndex()
+    assert _names(index, state, DEFAULT) == (["a"], ["j"])
+    assert _names(index, other, DEFAULT) == (["b"], [])
+    assert _names(index, state, DEFAULT) == (["a"], ["j"])
+    assert index.rescans == 6  # each kind of each view, once per move between the stores

@@ -5,6 +5,9 @@ from __future__ import annotations
 import pytest
 
 from quota.errors import InvalidObject
+from quota.queuetable import queue_table
+from quota.settings import Settings
+from tests.quota.queue_builders import cluster_queue, scenario_objects
 from webhook.store.clusterstate import ClusterState
 
 
@@ -129,3 +132,17 @@ def test_an_older_view_names_the_changes_up_to_a_newer_revision() -> None:
     assert older.changed_since("ResourceClaim", newer) == {("ns", "a"), ("ns", "b")}
     state.replace_kind("ResourceClaim", [])
     assert older.changed_since("ResourceClaim", newer) is None  # replaced since: rescan
+
+
+def test_views_of_an_unchanged_store_share_one_queue_table_and_a_change_rebuilds_it() -> None:
+    state = ClusterState(scenario_objects({"queues": [{"name": "a", "groups": []}]}))
+    first = state.snapshot()
+    table = queue_table(first, Settings())
+    state.upsert(_obj("Pod", "p", "ns"))  # a new view; no queue object changed
+    second = state.snapshot()
+    assert second is not first
+    assert queue_table(second, Settings()) is table
+    state.upsert(cluster_queue({"name": "b", "groups": []}))
+    rebuilt = queue_table(state.snapshot(), Settings())
+    assert rebuilt is not table and set(rebuilt.queues) == {"a", "b"}
+    assert set(queue_table(first, Settings()).queues) == {"a"}  # an older view: its own answer

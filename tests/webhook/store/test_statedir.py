@@ -9,7 +9,7 @@ import yaml
 
 from quota.settings import Settings
 from tests.webhook.builders import cluster_objects, pod
-from webhook.store.backend import MemoryLedger
+from webhook.ledger.memory import MemoryLedger
 from webhook.store.statedir import StateDirBackend
 
 

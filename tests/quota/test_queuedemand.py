@@ -1,5 +1,5 @@
-"""Charging a pod in a queue's resources: counter and capacity resources beside device counts
-(issue 27), through the admission decision a user sees."""
+"""A pod's demand in a queue's resources (`quota.queuedemand`): counter and capacity resources
+beside device counts (issue 27), through the admission decision a user sees."""
 
 from __future__ import annotations
 

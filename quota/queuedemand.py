@@ -1,6 +1,9 @@
-"""A demand in the quota resources of one ClusterQueue (DeviceClasses through the queue's and
-the global mappings; ordinary resources no group covers are ignored), and the charge
-recorded for it in the flavors chosen.
+"""A pod's demand in the quota resources of one ClusterQueue (DeviceClasses through the
+queue's and the global mappings; ordinary resources no group covers are ignored), and the
+`Charge` record built from it once flavors are chosen (`charge_record`).
+
+`quota.demand` counts what a pod asks for; this module says what that costs one queue;
+`quota.charge` is the record a holder then holds (`Usage.charge_of`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from quota.routing import Route
 
 __all__ = [
     "Charged",
-    "charge_of",
+    "charge_record",
     "charged_in",
     "exceeds",
     "first_flavors",
@@ -122,13 +125,15 @@ def _charge_sources(
     return unpublished
 
 
-def charge_of(
+def charge_record(
     route: Route,
     demand: PodDemand,
     charged: Charged,
     flavors: Mapping[str, str],
     reservation: str,
 ) -> Charge:
+    """The record a pod admitted in `flavors` holds: its per-pod and shared-claim amounts,
+    copied so the record shares no mutable state with `charged`."""
     return Charge(
         cluster_queue=route.queue.name,
         local_queue=route.local.key,
