@@ -5,9 +5,9 @@ The event loop serves TLS handshakes, /healthz, /readyz and /metrics, so only wo
 known to be quick runs on it: a decision the caller marks `quick` is tried inline
 first, and any step that could block or take long (an API call, a placement search
 that is not cached) raises `Offload` before doing anything, so the decision is made
-again on a worker. Handing a decision of 0.1 ms to a thread costs more than the
-decision (the wake-up of the loop, and the GIL passed back and forth between busy
-threads), and half of the throughput.
+again on a worker. Handing a quick decision to a thread costs more than the decision
+(the wake-up of the loop, and the GIL passed back and forth between busy threads), and a
+large part of the throughput (bench/README.md has the figures).
 
 At most `workers` decisions run on workers at once, each in its own thread; a
 request waits for a free worker and for its decision only until its deadline, then

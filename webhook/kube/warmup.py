@@ -1,8 +1,8 @@
 """Work done once the caches have synced and before the replica reports ready.
 
-Two parts of a replica load for seconds at scale: the ledger's first load of records
-and pod usage (tens of seconds at 100,000 pods) and the placement index (about 3 s at
-5,000 nodes). Done by the first admission, either held every admission behind it;
+Two parts of a replica take long to load at scale, growing with the cluster: the ledger's
+first load of records and pod usage, and the placement index (bench/README.md, "Scale",
+has the figures). Done by the first admission, either held every admission behind it;
 done here, once the caches have synced, each is part of what `/readyz` waits for.
 """
 
