@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from asgi_post import post_review  # noqa: E402
 from webhook_bench import (  # noqa: E402
     UID,
     admission_bodies,
@@ -46,29 +47,6 @@ from webhook_bench import (  # noqa: E402
 __all__ = ["main", "measure", "report"]
 
 App = Callable[..., Any]
-
-
-async def _post(app: App, path: str, body: bytes) -> dict[str, Any]:
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-    scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-        "scheme": "https", "path": path, "raw_path": path.encode(), "query_string": b"",
-        "root_path": "", "headers": headers, "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 443), "state": {},
-    }  # fmt: skip
-    await app(scope, receive, send)
-    if sent[0]["status"] != 200:
-        raise RuntimeError(f"{path}: HTTP {sent[0]['status']}")
-    answer: dict[str, Any] = orjson.loads(b"".join(m.get("body", b"") for m in sent[1:]))
-    return answer["response"]
 
 
 def _draquota(state: Path) -> App:
@@ -84,7 +62,7 @@ def _draquota(state: Path) -> App:
 
 async def _bodies(app: App) -> dict[str, str]:
     """The /mutate and /validate bodies of `bench/run.py`, probing this app."""
-    response = await _post(app, "/mutate", orjson.dumps(probe_review()))
+    response = await post_review(app, "/mutate", orjson.dumps(probe_review()))
     mutate, validate = admission_bodies(response)
     return {"/mutate": mutate.decode(), "/validate": validate.decode()}
 
@@ -94,7 +72,7 @@ async def _round(app: App, path: str, template: str, requests: int, ids: Any) ->
     bodies = [template.replace(UID, f"u{next(ids):09d}").encode() for _ in range(requests)]
     started = time.perf_counter()
     for body in bodies:
-        answer = await _post(app, path, body)
+        answer = await post_review(app, path, body)
         if not answer["allowed"]:
             raise RuntimeError(f"{path}: denied: {answer.get('status')}")
     return (time.perf_counter() - started) / requests * 1e6

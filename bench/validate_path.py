@@ -55,6 +55,7 @@ from types import CodeType, FrameType
 from typing import Any
 
 import jsonpatch
+from asgi_post import post_review
 
 __all__ = ["ModulePath", "Tracer", "main", "report", "summarize", "trace_validate"]
 
@@ -243,26 +244,7 @@ def _app(state: Path) -> Any:
 async def _post(app: Any, path: str, request: dict[str, Any]) -> dict[str, Any]:
     body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                        "request": request}).encode()  # fmt: skip
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-    scope = {
-        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-        "scheme": "https", "path": path, "raw_path": path.encode(), "query_string": b"",
-        "root_path": "", "headers": headers, "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 443), "state": {},
-    }  # fmt: skip
-    await app(scope, receive, send)
-    if sent[0]["status"] != 200:
-        raise RuntimeError(f"{path}: HTTP {sent[0]['status']}")
-    review: dict[str, Any] = json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
-    return dict(review["response"])
+    return await post_review(app, path, body)
 
 
 async def _admit(app: Any, i: int, traced: Callable[[], Any] | None) -> None:
