@@ -252,7 +252,10 @@ class FakeBackend:
 
     def fetch(self, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
         self.fetched.append((kind, namespace, name))
-        return self.fetchable.get((kind, namespace, name))
+        found = self.fetchable.get((kind, namespace, name))
+        if found is not None:  # stored by the backend, as KubeBackend.fetch does
+            self.state.upsert(found)
+        return found
 
 
 def submit(

@@ -294,15 +294,12 @@ class Admission:
 
     def _fetch_missing(self, missing: Sequence[ObjectRef]) -> bool:
         """One GET per object of `missing` the cache still does not hold; True if any was
-        found."""
+        found (the backend, the store's one writer, has stored it)."""
         found = False
         for kind, namespace, name in missing:
             if self.backend.state.get(kind, namespace, name) is not None:
                 continue
-            fetched = self.backend.fetch(kind, namespace, name)
-            if fetched is not None:
-                self.backend.state.upsert(fetched)
-                found = True
+            found = self.backend.fetch(kind, namespace, name) is not None or found
         return found
 
     def _pod_update(self, req: AdmissionRequest, mutating: bool) -> tuple[Outcome, None]:

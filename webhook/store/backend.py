@@ -31,5 +31,7 @@ class Backend(Protocol):
         ...
 
     def fetch(self, kind: str, namespace: str | None, name: str) -> Mapping[str, Any] | None:
-        """One GET on a cache miss (a claim or template created a moment ago); None if absent."""
+        """One GET on a cache miss (a claim or template created a moment ago); None if absent.
+        What it finds the backend puts in its store itself, as its informer would: the
+        store has one writer, never the admission that asked."""
         ...
