@@ -41,6 +41,7 @@ __all__ = [
     "waiting_among",
     "waiting_in",
     "waiting_jobs",
+    "waiting_key",
     "waiting_workloads",
     "waits_in_order",
 ]
@@ -91,6 +92,13 @@ class Waiting:
 def _group(pod: Obj) -> str:
     value = _mapping(_mapping(pod.get("metadata")).get("labels")).get(GROUP_LABEL)
     return value if isinstance(value, str) else ""
+
+
+def waiting_key(obj: Obj) -> str:
+    """The key the queue knows a created pod or Job by (`Waiting.key`): a pod's group's
+    `ns/group`, else its own `ns/name`."""
+    group = _group(obj) if obj.get("kind") == "Pod" else ""
+    return object_key_of(namespace_of(obj), group) if group else object_key(obj)
 
 
 def group_of(pod: Obj) -> tuple[str, int] | None:

@@ -16,6 +16,7 @@ from quota.waiting import (
     GROUP_TOTAL_ANNOTATION,
     Waiting,
     admit_in_order,
+    waiting_key,
     waiting_workloads,
 )
 from tests.webhook.builders import NAMESPACE, QUEUE, cluster_objects
@@ -129,3 +130,31 @@ def test_only_gated_pods_of_queueing_queues_wait() -> None:
     pods = [_pod("gated", 1), _pod("running", 2, gated=False)]
     assert [w.key for w in waiting_workloads(pods, _table())[QUEUE]] == [f"{NAMESPACE}/gated"]
     assert waiting_workloads(pods, _table(when_full="Reject")) == {}
+
+
+@pytest.mark.parametrize(
+    ("obj", "key"),
+    [
+        ({"kind": "Pod", "metadata": {"namespace": "a", "name": "p"}}, "a/p"),
+        ({"kind": "Pod", "metadata": {"name": "p"}}, "default/p"),
+        (
+            {
+                "kind": "Pod",
+                "metadata": {"namespace": "a", "name": "p", "labels": {GROUP_LABEL: "g"}},
+            },
+            "a/g",
+        ),
+        (
+            {
+                "kind": "Job",
+                "metadata": {"namespace": "a", "name": "j", "labels": {GROUP_LABEL: "g"}},
+            },
+            "a/j",
+        ),
+    ],
+    ids=["pod", "pod without namespace", "pod of a group", "job labelled as a group"],
+)
+def test_waiting_key_is_the_key_the_queue_knows_a_workload_by(
+    obj: dict[str, Any], key: str
+) -> None:
+    assert waiting_key(obj) == key

@@ -19,13 +19,12 @@ from typing import Any
 from quota.cluster import ClusterView, Obj
 from quota.decision import Prepared
 from quota.livepods import pod_key, pod_uid
-from quota.objectkeys import namespace_of, object_key_of
 from quota.position import wait_at_submit, wait_warning
 from quota.queues import LocalQueue
 from quota.queuetable import QueueTable
 from quota.usage import Usage
 from quota.verdict import Decision, Verdict
-from quota.waiting import GROUP_LABEL, Wait, waiting_among
+from quota.waiting import Wait, waiting_among, waiting_key
 from webhook.ledger import Ledger
 from webhook.ledger.podusage import job_holder
 from webhook.queueing.waitingindex import WaitingIndex
@@ -33,14 +32,6 @@ from webhook.queueing.waitingindex import WaitingIndex
 __all__ = ["SubmitWait"]
 
 Prepare = Callable[[Obj, ClusterView], "Prepared | Decision"]
-
-
-def _workload_key(obj: Obj) -> str:
-    """The key the controller knows a created pod or Job by: its group's, else its own."""
-    metadata = obj.get("metadata") or {}
-    labels = metadata.get("labels") or {}
-    group = labels.get(GROUP_LABEL) if obj.get("kind") == "Pod" else None
-    return object_key_of(namespace_of(obj), group or metadata.get("name"))
 
 
 def _created(obj: Obj, now: float) -> Obj:
@@ -86,7 +77,7 @@ class SubmitWait:
                 wait_at_submit(
                     queue,
                     workloads,
-                    _workload_key(created),
+                    waiting_key(created),
                     lambda o: ready[(o.get("kind"), pod_key(o))],
                     usage,
                     job_holder,

@@ -25,14 +25,12 @@ from quota.charge import QUEUE_LABEL, Charge
 from quota.cluster import Obj
 from quota.flavorfilter import Placer
 from quota.livepods import ADMISSION_GATE
-from quota.objectkeys import namespace_of, object_key_of
 from quota.settings import Settings
 from quota.usage import Usage
 from quota.verdict import Decision
-from quota.waiting import GROUP_LABEL
 from webhook.store.clusterstate import ClusterState
 
-__all__ = ["PassResult", "as_created", "next_pass", "workload_key"]
+__all__ = ["PassResult", "as_created", "next_pass"]
 
 
 @dataclass(frozen=True)
@@ -174,14 +172,6 @@ def next_pass(
     return PassResult(
         frozenset(done.admitted), dict(done.waiting), dict(ledger.decisions), preempted
     )
-
-
-def workload_key(obj: Obj) -> str:
-    """The key the controller knows a created pod or Job by: its group's, else its own."""
-    metadata = obj.get("metadata") or {}
-    namespace = namespace_of(obj)
-    group = (metadata.get("labels") or {}).get(GROUP_LABEL) if obj.get("kind") == "Pod" else None
-    return object_key_of(namespace, group or metadata.get("name"))
 
 
 def _timestamp(now: float) -> str:

@@ -42,6 +42,7 @@ from quota.settings import Settings
 from quota.sources import unit_in
 from quota.usage import Usage
 from quota.verdict import Decision
+from quota.waiting import waiting_key
 from quota.workloads import WORKLOAD_KINDS
 from webhook.cli import EXIT_BAD_INPUT
 from webhook.commands._cluster import Forbidden, Snapshot, cluster_config, read_cluster
@@ -55,7 +56,7 @@ from webhook.commands._common import (
     read_inputs,
 )
 from webhook.commands._kubeconfig import KubeConfig, add_kubeconfig_arguments, command_namespace
-from webhook.commands._whatif import PassResult, as_created, next_pass, workload_key
+from webhook.commands._whatif import PassResult, as_created, next_pass
 from webhook.store.clusterstate import ClusterState
 from webhook.store.manifests import load_state
 
@@ -126,8 +127,8 @@ def _after_pass(
         admitted = _item(obj, decision)
         admitted["message"] = f"{decision.message} by its queue at once"
         return admitted
-    why = done.waiting.get(workload_key(created))
-    victims = list(done.preempted.get(workload_key(created), ()))
+    why = done.waiting.get(waiting_key(created))
+    victims = list(done.preempted.get(waiting_key(created), ()))
     item = {**item, "preempts": victims} if victims else item
     return {**item, "message": f"{item['message']}: {why}"} if why else item
 
