@@ -12,7 +12,9 @@ after another, in one namespace (a fake node of 8 GPUs, a 1-GPU ResourceClaimTem
 - D: draquota installed as the e2e tier does (`tests.e2e.cluster.install`), 1 replica, its
   ClusterQueue covering cpu, memory and GPUs far above what is created;
 - E: the same with 2 more replicas, 3 behind the round-robin proxy (its open connections
-  cut, so that the API server's new ones spread over the three).
+  cut, so that the API server's new ones spread over the three);
+- F (not in the issue, a measurement): the same 3 replicas, the proxy sending everything to
+  the elected one: what the two standing by cost the machine, with nothing forwarded.
 
 Each phase: `--pods` creates of "cpu" pods (10m cpu, 16Mi memory), then as many "gpu" pods
 (also a claim from the template), `--bursts` times each, from `--clients` concurrent clients
@@ -267,7 +269,8 @@ def _draquota(
     args: argparse.Namespace,
     until: float,
 ) -> list[dict[str, Any]]:
-    """D with 1 replica, then E with 2 more replicas added behind the proxy."""
+    """D with 1 replica, then E with 2 more replicas added behind the proxy, then F with the
+    proxy sending everything to the elected one."""
     from tests.e2e.cluster import Replica, install
     from tests.e2e.objects import Scenario
 
@@ -277,7 +280,7 @@ def _draquota(
         cluster.apply(yaml.safe_dump_all(draquota_objects(installed)))
         wait_for(Scenario(installed, NAME, []).queue_active, "the ClusterQueue Active")
         runs = run_phase("D", apis, counters, args, until) if "D" in args.phases else []
-        if "E" not in args.phases:
+        if "E" not in args.phases and "F" not in args.phases:
             return runs
         first = installed.replicas[0]
         for index in (1, 2):
@@ -295,7 +298,16 @@ def _draquota(
         # the API server keeps its connections of D, all to the first replica: new ones are
         # spread over the three, as a Service's are
         installed.proxy.drop_connections()
-        return runs + run_phase("E", apis, counters, args, until)
+        if "E" in args.phases:
+            runs += run_phase("E", apis, counters, args, until)
+        if "F" in args.phases:
+            elected = installed.elected()
+            for replica in installed.replicas:
+                if replica is not elected:
+                    installed.proxy.remove(replica.port)
+            installed.proxy.drop_connections()
+            runs += run_phase("F", apis, counters, args, until)
+        return runs
     finally:
         installed.stop()
 
@@ -314,7 +326,7 @@ def _phases(
     if "C" in args.phases:
         with allow_all_server(cluster, work, counters.pids):
             runs += run_phase("C", apis, counters, args, until)
-    if "D" in args.phases or "E" in args.phases:
+    if any(phase in args.phases for phase in "DEF"):
         runs += _draquota(cluster, work, apis, counters, args, until)
     return runs
 

@@ -39,6 +39,7 @@ PHASES = {
     "C": "an allow-all mutating + validating webhook pair (uvicorn, TLS)",
     "D": "draquota, 1 replica",
     "E": "draquota, 3 replicas behind a round-robin proxy",
+    "F": "draquota, 3 replicas, the proxy sending all to the elected one (a measurement)",
 }
 KINDS = ("cpu", "gpu")
 
@@ -169,6 +170,7 @@ TARGETS = (
     ("B/A creates/s", "B", "A", "rate", ""),
     ("C/A creates/s", "C", "A", "rate", ""),
     ("D/A creates/s", "D", "A", "rate", ""),
+    ("F/D creates/s", "F", "D", "rate", ""),
 )
 
 
