@@ -34,6 +34,7 @@ __all__ = [
     "UsageView",
     "usage_without",
     "valid_reservation_id",
+    "without_own_holders",
 ]
 
 # At most this many changes are caught up with on the event loop (short enough not to
@@ -151,15 +152,20 @@ class UsageView:
         self.lock.release()
 
 
-def usage_without(pods: PodUsage, uid: str, pod: str, existing: bool) -> Usage:
-    """Usage (a copy-on-write view) without the pod's own holders: its admission record, and
-    for a pod re-checked in place (`existing`) its live charge by name. The caller holds the
-    view until it has decided on it."""
-    view = pods.usage.copy()
-    view.remove(uid)
+def without_own_holders(usage: Usage, uid: str, pod: str, existing: bool) -> Usage:
+    """`usage`, changed in place, without what the pod being decided holds itself: its
+    admission record (a retried admission), and for a pod re-checked in place (`existing`)
+    its live charge by name."""
+    usage.remove(uid)
     if existing and pod:
-        view.remove(pod)
-    return view
+        usage.remove(pod)
+    return usage
+
+
+def usage_without(pods: PodUsage, uid: str, pod: str, existing: bool) -> Usage:
+    """Usage (a copy-on-write view) without the pod's own holders (`without_own_holders`).
+    The caller holds the view until it has decided on it."""
+    return without_own_holders(pods.usage.copy(), uid, pod, existing)
 
 
 class SyncedUsage:

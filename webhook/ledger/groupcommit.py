@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from quota.charge import Charge
 from quota.usage import Usage
 from quota.verdict import Decision, Verdict
+from webhook.ledger import without_own_holders
 from webhook.ledger.reservations import Reservation
 
 __all__ = [
@@ -111,9 +112,7 @@ def decide_together(
     outside `base` (`base_of` a ClusterQueue: its cohort moved meanwhile) fails closed."""
     decisions: list[Decision] = []
     for proposal in batch:
-        usage.remove(proposal.uid)  # a retried admission: its earlier record
-        if proposal.existing and proposal.pod:  # re-checked in place: its live charge
-            usage.remove(proposal.pod)
+        without_own_holders(usage, proposal.uid, proposal.pod, proposal.existing)
         try:
             decision = proposal.evaluate(usage)
         except Exception:  # one admission's failure is its own, not its batch's

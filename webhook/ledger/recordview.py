@@ -14,7 +14,8 @@ counts a second time, not even for a moment.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 
 from quota.charge import Charge
 from quota.journal import JournalCursor
@@ -136,22 +137,28 @@ class RecordView:
             decisions = decide_together(batch, pods.usage.copy(), base, self.base)
             return decisions, self.active(base)
 
-    def moved(self, base: str, shard: Shard) -> bool:
-        """The view's active shard of `base`, caught up, is no longer the one a decision saw."""
+    @contextmanager
+    def synced(self) -> Iterator[None]:
+        """The view's lock held, caught up now on this thread: no hand-over to a worker, for
+        the threads that write and reconcile (a decision on the loop enters `caught_up`)."""
         with self.caught_up.lock:
             self.sync()
+            yield
+
+    def moved(self, base: str, shard: Shard) -> bool:
+        """The view's active shard of `base`, caught up, is no longer the one a decision saw."""
+        with self.synced():
             current = self.active(base)
         return (current.name, current.resource_version) != (shard.name, shard.resource_version)
 
     def catch_up(self) -> None:
         """Catch up now, on this thread (no hand-over to a worker)."""
-        with self.caught_up.lock:
-            self.sync()
+        with self.synced():
+            pass
 
     def caught_up_top(self, base: str) -> int | None:
         """`top`, caught up first (what `ShardStore.locate` starts from)."""
-        with self.caught_up.lock:
-            self.sync()
+        with self.synced():
             return self.top(base)
 
     # -- where a cohort's records go (under the lock) ----------------------------------

@@ -64,8 +64,7 @@ class Upkeep:
     def reconcile(self) -> int:
         """One pass: delete records of pods that left and of pods that never came; then
         compact and delete empty shards. How many records were deleted."""
-        with self._view.caught_up.lock:
-            self._view.sync()
+        with self._view.synced():
             drop = self._droppable_candidates()
             names = {n for uid in drop for n in self._view.index.holders(uid)}
         dropped = 0
@@ -110,8 +109,7 @@ class Upkeep:
         saw the pod leave, and is reconciled as the original would have been."""
         ledger = self._ledger
         shard_bytes = ledger.options.shard_bytes
-        with self._view.caught_up.lock:
-            self._view.sync()
+        with self._view.synced():
             sparse = [
                 name
                 for name in self._view.index.names()
@@ -125,8 +123,7 @@ class Upkeep:
         entries). How many records moved."""
         ledger, base = self._ledger, base_of(name)
         with ledger.batches.lock(base):
-            with self._view.caught_up.lock:
-                self._view.sync()
+            with self._view.synced():
                 entries = self._view.index.entries(name)
                 moves = [(entry, self._movable(entry)) for entry in entries]
                 overridden = {e.id for e in entries if self._view.index.winner(e.id) is not e}
@@ -161,8 +158,7 @@ class Upkeep:
         stays (409) and is looked at again. How many went."""
         ledger = self._ledger
         now = ledger.clock()
-        with self._view.caught_up.lock:
-            self._view.sync()
+        with self._view.synced():
             empty = self._view.index.empty_for(now, ledger.options.empty_grace)
             doomed = [(name, version) for name, version in empty if self._view.under_head(name)]
         deleted = 0
