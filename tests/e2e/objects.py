@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from kubernetes.client import ApiException, CoreV1Api
 
 from tests.e2e.cluster import REPO, ControlPlane, Draquota, eventually
 
@@ -257,6 +258,22 @@ def cpu_pod(name: str) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {"schedulerName": UNSCHEDULED, "containers": [container]},
     }
+
+
+def create_cpu_pod(api: CoreV1Api, namespace: str, name: str) -> str:
+    """Create `cpu_pod(name)`: `admitted` (a 409 too: an
+    earlier attempt was stored after all), `denied` (for quota), else `retry <status>:
+    <message>`, a refusal the user retries as a controller would."""
+    try:
+        api.create_namespaced_pod(namespace, cpu_pod(name))
+    except ApiException as exc:
+        if exc.status == 409:
+            return "admitted"
+        body = json.loads(exc.body or "{}")
+        if exc.status == 403 and body.get("reason") == "QuotaExceeded":
+            return "denied"
+        return f"retry {exc.status}: {body.get('message', '')[:300]}"
+    return "admitted"
 
 
 def gpu_pod(name: str, gpus: int = 1, labels: Mapping[str, str] | None = None) -> dict[str, Any]:

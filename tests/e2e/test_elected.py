@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client as k8s
 
 from tests.e2e.cluster import Draquota, eventually
-from tests.e2e.objects import Flavor, Scenario, cpu_pod, scenario
+from tests.e2e.objects import Flavor, Scenario, create_cpu_pod, scenario
 
 pytestmark = pytest.mark.e2e
 
@@ -23,20 +23,6 @@ QUOTA = 60
 PODS = 150
 WORKERS = 16
 BUDGET = 240.0  # seconds for a scenario, the takeover wait included
-
-
-def _submit(api: k8s.CoreV1Api, namespace: str, name: str) -> str:
-    """admitted, denied (quota), or `retry <reason>: <message>` for a refusal to retry."""
-    try:
-        api.create_namespaced_pod(namespace, cpu_pod(name))
-    except k8s.ApiException as exc:
-        if exc.status == 409:  # an earlier attempt was stored after all
-            return "admitted"
-        body = json.loads(exc.body or "{}")
-        if exc.status == 403 and body.get("reason") == "QuotaExceeded":
-            return "denied"
-        return f"retry {exc.status}: {body.get('message', '')[:300]}"
-    return "admitted"
 
 
 def _burst(s: Scenario, api: k8s.CoreV1Api, at_third: Any) -> tuple[dict[int, str], set[str]]:
@@ -48,7 +34,7 @@ def _burst(s: Scenario, api: k8s.CoreV1Api, at_third: Any) -> tuple[dict[int, st
     def one(index: int) -> str:
         if index == PODS // 3:
             at_third()
-        return _submit(api, s.namespace, f"p{index}")
+        return create_cpu_pod(api, s.namespace, f"p{index}")
 
     with ThreadPoolExecutor(WORKERS) as pool:
         outcomes = dict(zip(range(PODS), pool.map(one, range(PODS)), strict=True))
@@ -57,7 +43,7 @@ def _burst(s: Scenario, api: k8s.CoreV1Api, at_third: Any) -> tuple[dict[int, st
         assert time.monotonic() - started < BUDGET, Counter(outcomes.values())
         time.sleep(2)
         for index in failed:
-            outcomes[index] = _submit(api, s.namespace, f"p{index}")
+            outcomes[index] = create_cpu_pod(api, s.namespace, f"p{index}")
             if outcomes[index].startswith("retry"):
                 messages.add(outcomes[index])
     return outcomes, messages
