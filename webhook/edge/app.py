@@ -134,9 +134,9 @@ def create_app(
     app.state.metrics = metrics
     app.state.runner = runner
 
-    async def forward(body: bytes) -> Forwarded:
+    async def forward(req: AdmissionRequest, body: bytes) -> Forwarded:
         assert forwarder is not None  # HeldElsewhere is raised only by an elected ledger
-        sent = await forwarder.forward(body)
+        sent = await forwarder.forward(req, body)
         metrics.forwarded(sent.outcome)
         return sent
 
@@ -165,7 +165,7 @@ def create_app(
         if forwarder is not None and not mutating and forwarder.sends(req, forwarded):
             # A pod create goes straight to the elected replica. Only if that one cannot be
             # reached is it decided here, where what would hold quota is refused.
-            tried = await forward(body)
+            tried = await forward(req, body)
             if tried.outcome == "forwarded":
                 return tried.answer
         decision: Decision | None = None
@@ -194,8 +194,8 @@ def create_app(
         except HeldElsewhere:  # it would hold quota, and another replica is elected
             if forwarded:  # the holder moved on the way: never forwarded twice, no loops
                 metrics.forwarded("moved")
-                return denial(body, "the replica that admits changed while this was forwarded")
-            return (tried or await forward(body)).answer
+                return denial(req, "the replica that admits changed while this was forwarded")
+            return (tried or await forward(req, body)).answer
         except QueueFull as full:
             log.info("admission refused: queue full", extra={"uid": req.uid, "flow": full.flow})
             outcome = _too_many(req, full)

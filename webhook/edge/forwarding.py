@@ -38,7 +38,7 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 from urllib.parse import urlsplit
 
 import httpx
@@ -47,7 +47,7 @@ from cryptography import x509
 
 from certs.material import CA_CRT, TLS_CRT, TLS_KEY
 from webhook.edge.asgi import Answer, json_answer
-from webhook.edge.review import AdmissionRequest, BadReview, Outcome, parse_review, review_response
+from webhook.edge.review import AdmissionRequest, Outcome, review_response
 from webhook.edge.reviewtypes import ADMISSION_API_VERSION, ADMISSION_KIND
 
 __all__ = [
@@ -130,16 +130,10 @@ def _bracketed(host: str) -> str:
         return host  # a DNS name
 
 
-def denial(body: bytes, why: str) -> Answer:
-    """A denial of the request in `body` that says `why` and to submit again; HTTP 400 as
-    for any body that is not an AdmissionReview."""
-    try:
-        request = parse_review(body)
-    except BadReview as exc:
-        message = f"not an admission.k8s.io/v1 AdmissionReview: {exc}"
-        return json_answer(400, {"error": message, "code": 400})
-    outcome = Outcome(False, 403, UNAVAILABLE, f"{request.ref}: {why}: submit again")
-    return json_answer(200, review_response(request.uid, outcome, mutating=False))
+def denial(req: AdmissionRequest, why: str) -> Answer:
+    """A denial of `req` that says `why` and to submit again."""
+    outcome = Outcome(False, 403, UNAVAILABLE, f"{req.ref}: {why}: submit again")
+    return json_answer(200, review_response(req.uid, outcome, mutating=False))
 
 
 class Forwarder:
@@ -180,15 +174,16 @@ class Forwarder:
             and not req.dry_run
         )
 
-    async def forward(self, body: bytes) -> Forwarded:
-        """The elected replica's answer to `body`, or a denial saying why there is none."""
+    async def forward(self, req: AdmissionRequest, body: bytes) -> Forwarded:
+        """The elected replica's answer to `body` (the review `req` was parsed from, sent as
+        it came), or a denial saying why there is none."""
         address = self.elected.holder_address()
         if not address:
-            return self._unavailable(body, "no replica is elected to admit yet", "")
+            return self._unavailable(req, "no replica is elected to admit yet", "")
         try:
             client = self._current()
         except (OSError, ssl.SSLError, ValueError) as exc:
-            return self._unavailable(body, "this replica's certificates do not load", repr(exc))
+            return self._unavailable(req, "this replica's certificates do not load", repr(exc))
         extensions = {"sni_hostname": client.server_name} if client.server_name else {}
         try:
             response = await client.http.post(
@@ -199,15 +194,15 @@ class Forwarder:
             )
         except httpx.TimeoutException as exc:
             why = f"the admitting replica did not answer within {self.timeout:g}s"
-            return self._unavailable(body, why, f"{address}: {exc!r}")
+            return self._unavailable(req, why, f"{address}: {exc!r}")
         except httpx.HTTPError as exc:
-            return self._unavailable(body, "the admitting replica is unreachable", repr(exc))
+            return self._unavailable(req, "the admitting replica is unreachable", repr(exc))
         if response.status_code != 200:
             why = f"the admitting replica answered HTTP {response.status_code}"
-            return self._unavailable(body, why, response.text[:200])
-        if not _answers(response.content, body):
+            return self._unavailable(req, why, response.text[:200])
+        if not _answers(response.content, req.uid):
             why = "the admitting replica's answer is not an AdmissionReview for this request"
-            return self._unavailable(body, why, response.text[:200])
+            return self._unavailable(req, why, response.text[:200])
         return Forwarded((200, response.content), "forwarded")
 
     async def aclose(self) -> None:
@@ -220,13 +215,13 @@ class Forwarder:
             await self._client.http.aclose()
             self._client = None
 
-    def _unavailable(self, body: bytes, why: str, detail: str) -> Forwarded:
+    def _unavailable(self, req: AdmissionRequest, why: str, detail: str) -> Forwarded:
         log.warning(
             "forwarding failed",
             extra={"why": why, "detail": detail, "holder": self.elected.holder_address()},
         )
         message = f"draquota's admitting replica is unavailable ({why})"
-        return Forwarded(denial(body, message), "unavailable")
+        return Forwarded(denial(req, message), "unavailable")
 
     def _current(self) -> _Client:
         stamp = _stamp(self.cert_dir)
@@ -283,25 +278,18 @@ def _service_name(certificate: x509.Certificate) -> str:
     return names[0] if names else ""
 
 
-def _answers(answer: bytes, body: bytes) -> bool:
-    """Whether `answer` is an AdmissionReview response to the request in `body`."""
+def _answers(answer: bytes, uid: str) -> bool:
+    """Whether `answer` is an AdmissionReview response to the request with this `uid`."""
     try:
-        review, request = orjson.loads(answer), orjson.loads(body)
+        review = orjson.loads(answer)
     except orjson.JSONDecodeError:
         return False
     response = review.get("response") if isinstance(review, Mapping) else None
-    uid = _uid(request)
     return (
-        isinstance(uid, str)
-        and bool(uid)
+        bool(uid)
         and isinstance(response, Mapping)
         and review.get("apiVersion") == ADMISSION_API_VERSION
         and review.get("kind") == ADMISSION_KIND
         and isinstance(response.get("allowed"), bool)
         and response.get("uid") == uid
     )
-
-
-def _uid(request: Any) -> object:
-    inner = request.get("request") if isinstance(request, Mapping) else None
-    return inner.get("uid") if isinstance(inner, Mapping) else None

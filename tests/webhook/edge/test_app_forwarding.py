@@ -21,6 +21,7 @@ from tests.webhook.forwarding_lab import POD_REF, Election, recorded_review, uid
 from webhook.edge.app import create_app
 from webhook.edge.forwarding import FORWARDED_HEADER, UNAVAILABLE, Forwarded, Forwarder, denial
 from webhook.edge.metrics import Metrics
+from webhook.edge.review import AdmissionRequest
 from webhook.ledger.elected import HeldElsewhere
 from webhook.ledger.memory import MemoryLedger
 from webhook.store.clusterstate import ClusterState
@@ -37,9 +38,9 @@ class NotingForwarder(Forwarder):
         self.bodies: list[bytes] = []
         self.reachable = True
 
-    async def forward(self, body: bytes) -> Forwarded:
+    async def forward(self, req: AdmissionRequest, body: bytes) -> Forwarded:
         if not self.reachable:
-            return Forwarded(denial(body, "the admitting replica is unreachable"), "unavailable")
+            return Forwarded(denial(req, "the admitting replica is unreachable"), "unavailable")
         self.bodies.append(body)
         answer = b'%s{"uid": "%s", "allowed": true}}' % (ELECTED_ANSWER, uid_of(body).encode())
         return Forwarded((200, answer), "forwarded")

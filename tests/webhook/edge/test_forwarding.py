@@ -39,7 +39,7 @@ from webhook.edge.forwarding import (
     Forwarder,
     advertise_address,
 )
-from webhook.edge.review import Outcome, review_response
+from webhook.edge.review import Outcome, parse_review, review_response
 from webhook.ledger.memory import MemoryLedger
 
 pytestmark = pytest.mark.integration
@@ -83,7 +83,7 @@ class ElectedReplica:
 def _forward(forwarder: Forwarder, *bodies: bytes) -> list[Forwarded]:
     async def run() -> list[Forwarded]:
         try:
-            return [await forwarder.forward(body) for body in bodies]
+            return [await forwarder.forward(parse_review(body), body) for body in bodies]
         finally:
             await forwarder.aclose()
 
@@ -229,10 +229,10 @@ def test_a_new_ca_and_certificate_are_used_once_written(tmp_path: Path) -> None:
 
         async def run() -> list[Forwarded]:
             try:
-                before = await forwarder.forward(body)
+                before = await forwarder.forward(parse_review(body), body)
                 _material(tmp_path)  # a new CA: the old one signs nothing served from now on
                 assert server.reloader.check()
-                return [before, await forwarder.forward(body)]
+                return [before, await forwarder.forward(parse_review(body), body)]
             finally:
                 await forwarder.aclose()
 
@@ -256,10 +256,10 @@ def test_an_elected_replica_that_requires_client_certificates_accepts_the_replic
 
         async def run() -> list[Forwarded]:
             try:
-                before = await forwarder.forward(body)
+                before = await forwarder.forward(parse_review(body), body)
                 _material(replicas)  # a CA rotation: the replicas' new certificates are trusted
                 assert server.reloader.check()
-                return [before, await forwarder.forward(body)]
+                return [before, await forwarder.forward(parse_review(body), body)]
             finally:
                 await forwarder.aclose()
 
