@@ -6,6 +6,10 @@ allows it) served by draquota's own uvicorn + TLS stack, in its own process. Its
 configurations are draquota's as `manifests/overlays/local` renders them (rules,
 matchConditions, failure policy, timeouts, reinvocation), renamed and pointed at it, so the
 API server calls it for exactly the requests it would call draquota for.
+
+With `stamps`, its /mutate also patches each pod with the fields draquota's /mutate stamps
+(`stamp_patch`: the queue label, the charge annotation, a nodeSelector): the floor of any
+webhook that must stamp pods as the specification says (phase S of bench/throughput.py).
 """
 
 from __future__ import annotations
@@ -16,15 +20,17 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
+import jsonpatch
+import orjson
 import yaml
 
-__all__ = ["ALLOW_ALL", "allow_all_server", "allow_all_webhooks"]
+__all__ = ["ALLOW_ALL", "allow_all_server", "allow_all_webhooks", "stamp_patch"]
 
 ALLOW_ALL = "bench-allow-all"
 APP = Path(__file__).resolve().parent / "webhook_bench.py"
@@ -69,17 +75,42 @@ def _wait_healthy(url: str, ca: Path, process: subprocess.Popen[bytes], log: Pat
     raise RuntimeError(f"allow-all app not healthy within 60s: {log.read_text()[-2000:]}")
 
 
+def _stamped_fields(pod: Mapping[str, Any]) -> dict[str, Any]:
+    metadata, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    return {
+        "metadata": {k: metadata[k] for k in ("labels", "annotations") if k in metadata},
+        "spec": {k: spec[k] for k in ("nodeSelector", "schedulingGates") if k in spec},
+    }
+
+
+def stamp_patch(submitted: Mapping[str, Any], stored: Mapping[str, Any]) -> list[Any]:
+    """The JSON patch from the pod a client submitted to the pod the API server stored, in
+    the fields draquota's /mutate stamps (labels, annotations, nodeSelector, gates)."""
+    patch = jsonpatch.make_patch(_stamped_fields(submitted), _stamped_fields(stored))
+    return list(patch.patch)
+
+
 @contextmanager
-def allow_all_server(cluster: Any, workdir: Path, pids: MutableMapping[str, int]) -> Iterator[None]:
+def allow_all_server(
+    cluster: Any,
+    workdir: Path,
+    pids: MutableMapping[str, int],
+    stamps: Mapping[str, list[Any]] | None = None,
+) -> Iterator[None]:
     """The app running and registered in `cluster` (a tests.e2e ControlPlane) while inside;
-    its pid is in `pids["allow-all"]` meanwhile. Both are gone afterwards."""
+    its pid is in `pids["allow-all"]` meanwhile. Both are gone afterwards. `stamps`: the
+    patch its /mutate answers a "cpu" and a "gpu" pod with (none: it patches nothing)."""
     from tests.e2e.cluster import free_port, render_overlay, run_draquota
 
+    workdir.mkdir(parents=True, exist_ok=True)
     certs = workdir / "allow-all-tls"
     run_draquota("certs", "generate", "--out", str(certs), "--ip", "127.0.0.1")
     port = free_port()
     command = [sys.executable, str(APP), "--allow-all-server"]
     command += ["--port", str(port), "--cert-dir", str(certs)]
+    if stamps is not None:
+        (workdir / "allow-all-stamps.json").write_bytes(orjson.dumps(stamps))
+        command += ["--stamps", str(workdir / "allow-all-stamps.json")]
     log = workdir / "allow-all.log"
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)

@@ -14,7 +14,17 @@ after another, in one namespace (a fake node of 8 GPUs, a 1-GPU ResourceClaimTem
 - E: the same with 2 more replicas, 3 behind the round-robin proxy (its open connections
   cut, so that the API server's new ones spread over the three);
 - F (not in the issue, a measurement): the same 3 replicas, the proxy sending everything to
-  the elected one: what the two standing by cost the machine, with nothing forwarded.
+  the elected one: what the two standing by cost the machine, with nothing forwarded;
+- S (not in the issue, a measurement), after draquota is removed: C's allow-all pair whose
+  /mutate patches each pod with what D's stamped on one (queue label, charge annotation,
+  nodeSelector): the floor of any webhook that stamps pods as the specification says;
+- W (not in the issue, a measurement), between D and E: S's pair registered instead of
+  draquota, whose replica keeps running and following the cluster (its watches, its Lease,
+  its queue) but decides nothing: S to W is what following the cluster costs, W to D what
+  deciding and recording does.
+
+draquota's replicas are reached through HAProxy (bench/haproxy.py; `--proxy python`: the
+e2e tier's proxy, threads in this process), both from the API server and to it.
 
 Each phase: `--pods` creates of "cpu" pods (10m cpu, 16Mi memory), then as many "gpu" pods
 (also a claim from the template), `--bursts` times each, from `--clients` concurrent clients
@@ -33,7 +43,7 @@ draquota replica's `draquota_ledger_writes_total` by outcome; the ratios of the 
 Everything started is stopped, also on error or SIGTERM. Only 127.0.0.1 is loaded.
 
     .venv/bin/python bench/throughput.py [--pods 400] [--clients 8] [--bursts 1] [--json]
-                                         [--phases ABCDE]   # a subset, e.g. CD
+                                         [--phases ABCDE]   # or a subset, or with F, S
 """
 
 from __future__ import annotations
@@ -46,8 +56,9 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -58,7 +69,8 @@ sys.path.insert(0, str(ROOT))
 import orjson  # noqa: E402
 import yaml  # noqa: E402
 
-from bench.allow_all import allow_all_server  # noqa: E402
+from bench.allow_all import allow_all_server, stamp_patch  # noqa: E402
+from bench.haproxy import HAProxy  # noqa: E402
 from bench.live import run_live  # noqa: E402
 from bench.throughput_figures import apiserver_counters, replica_counters, report  # noqa: E402
 
@@ -219,9 +231,12 @@ class Counters:
             name, _, pid = line.partition(" ")
             self.pids[name] = int(pid)
         self.replicas: list[Any] = []
+        self.proxies: dict[str, Any] = {}  # name: an HAProxy, whose pid a restart changes
 
     def read(self) -> dict[str, float]:
         out = {f"cpu {name}": _cpu_seconds(pid) for name, pid in self.pids.items()}
+        for name, proxy in self.proxies.items():
+            out[f"cpu {name}"] = _cpu_seconds(proxy.process.pid)
         out.update(apiserver_counters(self.admin.http.get("/metrics", timeout=60).text))
         for replica in self.replicas:
             out[f"cpu draquota-{replica.index}"] = _cpu_seconds(replica.process.pid)
@@ -268,18 +283,30 @@ def _draquota(
     counters: Counters,
     args: argparse.Namespace,
     until: float,
+    stamps: dict[str, Any],
 ) -> list[dict[str, Any]]:
     """D with 1 replica, then E with 2 more replicas added behind the proxy, then F with the
-    proxy sending everything to the elected one."""
+    proxy sending everything to the elected one. For S, `stamps` gets what D's /mutate
+    stamped on a pod of each kind."""
     from tests.e2e.cluster import Replica, install
     from tests.e2e.objects import Scenario
 
     installed = install(cluster, work / "draquota", replicas=1)
     try:
         counters.replicas = installed.replicas
+        if args.proxy == "haproxy":
+            _haproxies(installed, counters, work)
         cluster.apply(yaml.safe_dump_all(draquota_objects(installed)))
         wait_for(Scenario(installed, NAME, []).queue_active, "the ClusterQueue Active")
         runs = run_phase("D", apis, counters, args, until) if "D" in args.phases else []
+        if "S" in args.phases or "W" in args.phases:
+            stamps.update(_stamps(apis[0]))
+        if "W" in args.phases:
+            with (
+                _unregistered(cluster),
+                allow_all_server(cluster, work / "w", counters.pids, stamps),
+            ):
+                runs += run_phase("W", apis, counters, args, until)
         if "E" not in args.phases and "F" not in args.phases:
             return runs
         first = installed.replicas[0]
@@ -310,6 +337,20 @@ def _draquota(
         return runs
     finally:
         installed.stop()
+        counters.replicas, counters.proxies = [], {}
+
+
+def _haproxies(installed: Any, counters: Counters, work: Path) -> None:
+    """Both of the install's Python proxies (webhook "Service" and API server) replaced by
+    HAProxy on the same ports, so that draquota is reached as the allow-all pair is: by a
+    process of its own whose CPU is counted, not by threads in this one's GIL."""
+    for attr, name in (("api_proxy", "haproxy-api"), ("proxy", "haproxy-webhook")):
+        python_proxy = getattr(installed, attr)
+        python_proxy.stop()
+        proxy = HAProxy(python_proxy.port, python_proxy.backends, work).start()
+        setattr(installed, attr, proxy)
+        counters.proxies[name] = proxy
+    installed.wait_ready()
 
 
 def _phases(
@@ -326,9 +367,47 @@ def _phases(
     if "C" in args.phases:
         with allow_all_server(cluster, work, counters.pids):
             runs += run_phase("C", apis, counters, args, until)
-    if any(phase in args.phases for phase in "DEF"):
-        runs += _draquota(cluster, work, apis, counters, args, until)
+    stamps: dict[str, Any] = {}
+    if any(phase in args.phases for phase in "DEFSW"):
+        runs += _draquota(cluster, work, apis, counters, args, until, stamps)
+    if "S" in args.phases:
+        with _unregistered(cluster), allow_all_server(cluster, work / "s", counters.pids, stamps):
+            runs += run_phase("S", apis, counters, args, until)
     return runs
+
+
+@contextmanager
+def _unregistered(cluster: Any) -> Iterator[None]:
+    """draquota's two webhook configurations taken out while inside, put back afterwards."""
+    kinds = ("mutatingwebhookconfiguration", "validatingwebhookconfiguration")
+    saved = []
+    for kind in kinds:
+        found = cluster.kubectl("get", kind, "draquota", "-o", "json", check=False)
+        if found.returncode == 0:
+            config = orjson.loads(found.stdout)
+            config["metadata"] = {"name": "draquota", "labels": config["metadata"].get("labels")}
+            saved.append(config)
+        cluster.kubectl("delete", kind, "draquota", "--ignore-not-found")
+    try:
+        yield
+    finally:
+        for config in saved:
+            cluster.kubectl("create", "-f", "-", stdin=orjson.dumps(config).decode())
+
+
+def _stamps(api: Any) -> dict[str, Any]:
+    """What draquota's /mutate stamps on a pod of each kind, as a JSON patch (one pod each,
+    created, read back and removed)."""
+    stamps = {}
+    for kind in ("cpu", "gpu"):
+        submitted = pod(f"stamp-{kind}", kind)
+        _ms, reason, message = _create(api, orjson.dumps(submitted))
+        if reason is not None:
+            raise RuntimeError(f"the stamp probe's {kind} pod was not created: {message}")
+        stored = api.call("GET", f"/api/v1/namespaces/{NAME}/pods/stamp-{kind}")
+        stamps[kind] = stamp_patch(submitted, stored)
+    clear(api, ledger=True)
+    return stamps
 
 
 def setup(cluster: Any) -> None:
@@ -392,6 +471,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-seconds", type=float, default=1800.0)
     parser.add_argument(
         "--phases", default="ABCDE", help="which phases to run, in order (default ABCDE)"
+    )
+    parser.add_argument(
+        "--proxy",
+        choices=("haproxy", "python"),
+        default="haproxy",
+        help="what routes to draquota's replicas: HAProxy (default) or the e2e tier's Python proxy",
     )
     parser.add_argument("--json", action="store_true")
     return run_live(parser.parse_args(argv), measure, report)

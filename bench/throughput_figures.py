@@ -40,6 +40,8 @@ PHASES = {
     "D": "draquota, 1 replica",
     "E": "draquota, 3 replicas behind a round-robin proxy",
     "F": "draquota, 3 replicas, the proxy sending all to the elected one (a measurement)",
+    "S": "the allow-all pair stamping pods as draquota's /mutate does (a measurement)",
+    "W": "S's pair, draquota's replica running beside it unregistered (a measurement)",
 }
 KINDS = ("cpu", "gpu")
 
@@ -171,6 +173,10 @@ TARGETS = (
     ("C/A creates/s", "C", "A", "rate", ""),
     ("D/A creates/s", "D", "A", "rate", ""),
     ("F/D creates/s", "F", "D", "rate", ""),
+    ("S/C creates/s", "S", "C", "rate", ""),
+    ("W/S creates/s", "W", "S", "rate", ""),
+    ("D/W creates/s", "D", "W", "rate", ""),
+    ("D/S creates/s", "D", "S", "rate", ""),
 )
 
 

@@ -73,11 +73,31 @@ def _allowed(review: Any) -> bytes:
     return orjson.dumps(answer)
 
 
-def allow_all_app() -> Any:
-    """The baseline: a FastAPI webhook that parses the review and allows everything."""
+def _stamped(review: Any, stamps: Mapping[str, Any]) -> bytes:
+    """Allowed, with the JSON patch of `stamps` for the pod's kind: "gpu" when it names a
+    claim, else "cpu" (bench/throughput.py's two pods)."""
+    request = review["request"]
+    spec = (request.get("object") or {}).get("spec") or {}
+    patch = stamps["gpu" if spec.get("resourceClaims") else "cpu"]
+    response = {"uid": request["uid"], "allowed": True}
+    if patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(orjson.dumps(patch)).decode()
+    answer = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
+    return orjson.dumps(answer)
+
+
+def allow_all_app(stamps: Mapping[str, Any] | None = None) -> Any:
+    """The baseline: a FastAPI webhook that parses the review and allows everything. With
+    `stamps`, its /mutate also patches each pod as `_stamped` says."""
     app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
 
     @app.post("/mutate")
+    async def mutate(request: Request) -> Response:
+        review = orjson.loads(await request.body())
+        answer = _allowed(review) if stamps is None else _stamped(review, stamps)
+        return Response(answer, media_type="application/json")
+
     @app.post("/validate")
     async def validate(request: Request) -> Response:
         return Response(_allowed(orjson.loads(await request.body())), media_type="application/json")
@@ -110,11 +130,16 @@ def allow_all_floor_app() -> Any:
     return app
 
 
-def _serve_allow_all(cert_dir: Path, port: int, floor: bool = False) -> None:
+def _serve_allow_all(
+    cert_dir: Path, port: int, floor: bool = False, stamps: Path | None = None
+) -> None:
     from webhook.edge.serve import server_context, webhook_server
 
     context, reloader = server_context(cert_dir)
-    app = allow_all_floor_app() if floor else allow_all_app()
+    if floor:
+        app = allow_all_floor_app()
+    else:
+        app = allow_all_app(orjson.loads(stamps.read_bytes()) if stamps else None)
     webhook_server(app, "127.0.0.1", port, context, reloader).run()
 
 
@@ -535,9 +560,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--cert-dir", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--stamps", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.allow_all_server:
-        _serve_allow_all(args.cert_dir, args.port, args.floor)
+        _serve_allow_all(args.cert_dir, args.port, args.floor, args.stamps)
         return 0
     if shutil.which("wrk") is None:
         print("wrk not found: apt-get install wrk", file=sys.stderr)

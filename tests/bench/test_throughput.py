@@ -4,12 +4,20 @@ asserted here), and the allow-all pair registered with draquota's own webhook ru
 
 from __future__ import annotations
 
+import copy
 import importlib
 import sys
+from base64 import b64decode
 from pathlib import Path
 from typing import Any
 
+import jsonpatch
+import orjson
+import pytest
 import yaml
+
+from tests.recorded import recorded_object
+from tests.webhook.builders import AppClient
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 OVERLAY = Path(__file__).resolve().parents[2] / "manifests" / "base" / "webhooks.yaml"
@@ -71,6 +79,19 @@ def test_a_phase_that_did_not_run_leaves_its_ratios_unjudged() -> None:
     assert got["D/B creates/s", "cpu"] == (None, "n/a")
     assert got["B/A creates/s", "cpu"] == (1.0, "")
     assert got["E failed creates", "gpu"] == (None, "n/a")
+
+
+def test_the_floor_phases_split_the_gap_between_the_allow_all_pair_and_draquota() -> None:
+    """C to S: stamping pods; S to W: following the cluster; W to D: deciding and recording.
+    The three ratios multiply to D/C."""
+    fig = _module("throughput_figures")
+    runs = [_run(phase, "cpu", seconds, [5.0] * 100)
+            for phase, seconds in (("C", 1.0), ("S", 1.25), ("W", 2.0), ("D", 2.5))]  # fmt: skip
+    got = {n: v for n, k, v, _, _ in fig.ratios(fig.summarize(runs)) if k == "cpu"}
+    assert (got["S/C creates/s"], got["W/S creates/s"], got["D/W creates/s"]) == (0.8, 0.625, 0.8)
+    product = got["S/C creates/s"] * got["W/S creates/s"] * got["D/W creates/s"]
+    assert product == pytest.approx(got["D/C creates/s"])
+    assert "the allow-all pair stamping pods" in fig.table(fig.summarize(runs))
 
 
 def test_the_table_shows_failed_creates_with_their_reasons() -> None:
@@ -152,3 +173,45 @@ def test_a_burst_stopped_before_its_first_create_gives_no_row_and_no_verdict() -
     got = {(n, k): (v, verdict) for n, k, v, _, verdict in fig.ratios(rows)}
     assert got["E/D creates/s", "gpu"] == (None, "n/a")
     assert got["E failed creates", "gpu"] == (None, "n/a")
+
+
+def _unstamped(stored: dict[str, Any]) -> dict[str, Any]:
+    """The pod as its client wrote it: without what draquota's /mutate stamped."""
+    submitted = copy.deepcopy(stored)
+    submitted["metadata"].pop("labels", None)
+    submitted["spec"].pop("nodeSelector", None)
+    submitted["spec"].pop("schedulingGates", None)
+    return submitted
+
+
+def test_the_stamp_floor_patches_each_pod_as_draquota_stamped_a_recorded_one() -> None:
+    """Phase S: the allow-all /mutate answers with the patch from the submitted pod to the
+    pod the API server stored with draquota's stamp (recorded on the real control plane:
+    r-0 admitted with the queue label and its flavor's nodeSelector, r-2 gated)."""
+    allow_all, bench = _module("allow_all"), _module("webhook_bench")
+    admitted = recorded_object("Pod", "research", "r-0")
+    gated = recorded_object("Pod", "research", "r-2")
+    gated["spec"].pop("resourceClaims")  # the "cpu" kind: a pod naming no claim
+    stamps = {
+        "gpu": allow_all.stamp_patch(_unstamped(admitted), admitted),
+        "cpu": allow_all.stamp_patch(_unstamped(gated), gated),
+    }
+    client = AppClient(bench.allow_all_app(orjson.loads(orjson.dumps(stamps))))
+    for stored in (admitted, gated):
+        submitted = _unstamped(stored)
+        body = orjson.dumps(bench.review(submitted, "uid-1"))
+        response = client.post("/mutate", content=body).json()["response"]
+        assert response["allowed"] and response["patchType"] == "JSONPatch"
+        patched = jsonpatch.apply_patch(submitted, orjson.loads(b64decode(response["patch"])))
+        assert patched == stored
+        validated = client.post("/validate", content=body).json()["response"]
+        assert validated == {"uid": "uid-1", "allowed": True}
+    assert stamps["gpu"] != stamps["cpu"]
+
+
+def test_the_allow_all_pair_without_stamps_patches_nothing() -> None:
+    client = AppClient(_module("webhook_bench").allow_all_app())
+    body = orjson.dumps(
+        _module("webhook_bench").review(recorded_object("Pod", "research", "r-0"), "u")
+    )
+    assert client.post("/mutate", content=body).json()["response"] == {"uid": "u", "allowed": True}
