@@ -61,12 +61,18 @@ class WriteBehind:
     # -- admissions ------------------------------------------------------------------
 
     def add(self, base: str, record: Reservation) -> None:
-        """Queue a record decided now; it replaces an unwritten one of the same pod."""
+        """Queue a record decided now; it replaces an unwritten one of the same pod.
+
+        The writer is woken only when the base had nothing waiting: a base with records
+        waiting already bounds the writer's wait (`_until_due`), and waking a thread per
+        admission costs a GIL hand-off each, under load most of the writer's CPU."""
         with self._lock:
             records = self._pending.setdefault(base, {})
+            first = not records
             records.pop(record.id, None)  # to the end: each base's records stay oldest first
             records[record.id] = (record, self.clock())
-            self._lock.notify_all()
+            if first:
+                self._lock.notify_all()
 
     def discard(self, uids: Iterable[str]) -> set[str]:
         """Forget unwritten records (released before they were written); the ids forgotten."""

@@ -127,3 +127,33 @@ def test_a_writer_never_started_reports_what_it_could_not_write(writer: Writer) 
     behind.add("cohort-a", record("u1"))
     assert not behind.flush(0.2)
     assert writer.batches == []
+
+
+def test_a_burst_of_admissions_wakes_the_writer_once_not_once_per_record(writer: Writer) -> None:
+    """Each wake-up is a thread switch taken from the admissions; a base with records waiting
+    already bounds the writer's sleep, so only its first record wakes it."""
+    writer_reads = 0
+
+    def clock() -> float:
+        nonlocal writer_reads
+        if threading.current_thread().name == "draquota-write-behind":
+            writer_reads += 1  # the writer reads the clock at every wake-up
+        return time.monotonic()
+
+    behind = WriteBehind(writer, interval=30.0, clock=clock)
+    behind.start()
+    try:
+        behind.add("cohort-a", record("u0"))  # due at once: written, then the 30 s starts
+        assert behind.flush(5)
+        behind.add("cohort-a", record("u1"))  # wakes the writer: now it sleeps until due
+        time.sleep(0.2)
+        woken = writer_reads
+        for i in range(2, 200):
+            behind.add("cohort-a", record(f"u{i}"))
+            time.sleep(0.001)  # admissions come apart, as each has its own work
+        time.sleep(0.2)
+        assert writer_reads - woken <= 2
+        assert behind.unwritten() == 199
+    finally:
+        assert behind.stop(5)
+    assert sum(len(ids) for _, ids in writer.batches) == 200
