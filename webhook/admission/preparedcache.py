@@ -7,7 +7,9 @@ revision of what prepare reads. The object's identity (its name, uid, owner) onl
 it in messages, so it is left out of the key and each request gets the prepared
 decision with its own workload: /validate still decides on the very object it was
 given (which /mutate's stamps make a different content from the one /mutate saw), and
-its messages name it. The quota arithmetic against usage (`conclude`) is never kept.
+its messages name it. A pod's volumes are left out too: prepare never reads them, and
+the token volume every pod gets has a name of its own. The quota arithmetic against usage
+(`conclude`) is never kept.
 """
 
 from __future__ import annotations
@@ -29,7 +31,13 @@ from webhook.admission.placementcache import PLACEMENT_KINDS
 from webhook.admission.revisioncache import RevisionCache
 from webhook.store.clusterstate import ClusterState
 
-__all__ = ["IDENTITY_FIELDS", "PREPARE_KINDS", "PreparedCache"]
+__all__ = [
+    "IDENTITY_FIELDS",
+    "PREPARE_KINDS",
+    "UNREAD_CONTAINER_FIELDS",
+    "UNREAD_POD_FIELDS",
+    "PreparedCache",
+]
 
 # Everything `prepare` reads from the cluster view (tests/webhook/admission/test_preparedcache.py
 # records the kinds it reads and fails if one is missing here).
@@ -52,20 +60,44 @@ IDENTITY_FIELDS = frozenset(
     }
 )
 
+# A pod's volumes, which `prepare` never reads: the API server's ServiceAccount admission
+# names every pod's token volume `kube-api-access-<random>` (and its mounts after it), so with
+# them in the key no two pods of a real cluster would ever share a preparation.
+UNREAD_POD_FIELDS = frozenset({"volumes"})
+UNREAD_CONTAINER_FIELDS = frozenset({"volumeMounts"})
+_CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+
 Prepare = Callable[[], "Prepared | Decision"]
 
 
 def content_key(obj: Mapping[str, Any], operation: str) -> tuple[bytes, dict[str, Any]] | None:
-    """The object without its identity, and that as bytes: the key (None: not an object this
-    cache keeps)."""
+    """The object without its identity and a pod's volumes, and that as bytes: the key (None:
+    not an object this cache keeps)."""
     metadata = obj.get("metadata")
     if not isinstance(metadata, Mapping):
         return None
     anonymous = {**obj, "metadata": {k: v for k, v in metadata.items() if k not in IDENTITY_FIELDS}}
+    spec = obj.get("spec")
+    if obj.get("kind") == "Pod" and isinstance(spec, Mapping):
+        anonymous["spec"] = _without_volumes(spec)
     try:
         return orjson.dumps([operation, anonymous]), anonymous
     except TypeError:  # not plain JSON data: decided afresh, never cached
         return None
+
+
+def _without_volumes(spec: Mapping[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in spec.items() if k not in UNREAD_POD_FIELDS}
+    for field in _CONTAINER_LISTS:
+        containers = spec.get(field)
+        if isinstance(containers, list):
+            out[field] = [
+                {k: v for k, v in c.items() if k not in UNREAD_CONTAINER_FIELDS}
+                if isinstance(c, Mapping)
+                else c
+                for c in containers
+            ]
+    return out
 
 
 class PreparedCache:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+import yaml
 
 from quota.cluster import ClusterView
 from quota.decision import Prepared, prepare
@@ -30,6 +32,8 @@ from webhook.admission.preparedcache import IDENTITY_FIELDS, PREPARE_KINDS, Prep
 from webhook.edge.review import parse_review
 from webhook.ledger.memory import MemoryLedger
 from webhook.store.clusterstate import ClusterState
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 class Harness:
@@ -133,6 +137,56 @@ def test_the_identity_left_out_of_the_key_changes_no_preparation() -> None:
         other = prepare(_identified(obj, "x"), state, Settings(), placer)
         assert isinstance(original, Prepared) and isinstance(other, Prepared)
         assert dataclasses.replace(other, workload=original.workload) == original
+
+
+def _with_token_volume(obj: dict[str, Any], recorded_pod: str) -> dict[str, Any]:
+    """`obj` with the service-account token volume and mount a real pod got from the API
+    server's ServiceAccount admission (`kube-api-access-<random>`, recorded in user-view)."""
+    source = next(
+        p for p in recorded_pods() if p["metadata"]["name"] == recorded_pod
+    )  # the volume exactly as the API server wrote it
+    out = copy.deepcopy(obj)
+    out["spec"]["volumes"] = copy.deepcopy(source["spec"]["volumes"])
+    for container in out["spec"]["containers"]:
+        container["volumeMounts"] = copy.deepcopy(source["spec"]["containers"][0]["volumeMounts"])
+    return out
+
+
+def recorded_pods() -> list[dict[str, Any]]:
+    text = (FIXTURES / "user-view" / "admin" / "pods.yaml").read_text(encoding="utf-8")
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def test_pods_whose_token_volumes_differ_share_one_preparation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every pod of a real cluster has its own token volume name; a key holding it would
+    never hit (each of the recorded pods tune-0 and tune-1 has its own)."""
+    first = _with_token_volume(pod("worker-1"), "tune-0")
+    second = _with_token_volume(pod("worker-2"), "tune-1")
+    assert first["spec"]["volumes"][0]["name"] != second["spec"]["volumes"][0]["name"]
+    harness = Harness(monkeypatch)
+    assert harness.mutate(first).allowed and harness.mutate(second).allowed
+    assert harness.built == 1
+    assert harness.admission.prepared.kept.hits == 1
+
+
+def test_the_volumes_left_out_of_the_key_change_no_preparation() -> None:
+    """`prepare` reads no volume and no mount: with or without them it prepares the same."""
+    state = ClusterState([*cluster_objects(gpus=8), *node_objects(2)])
+    placer = make_placer(state)
+    bare = pod("worker-1")
+    mounted = _with_token_volume(bare, "tune-0")
+    mounted["spec"]["initContainers"] = [
+        {**copy.deepcopy(mounted["spec"]["containers"][0]), "name": "init"}
+    ]
+    bare["spec"]["initContainers"] = [
+        {k: v for k, v in mounted["spec"]["initContainers"][0].items() if k != "volumeMounts"}
+    ]
+    original = prepare(bare, state, Settings(), placer)
+    other = prepare(mounted, state, Settings(), placer)
+    assert isinstance(original, Prepared) and isinstance(other, Prepared)
+    assert dataclasses.replace(other, workload=original.workload) == original
 
 
 def test_of_copies_every_field_but_the_workload() -> None:
