@@ -43,7 +43,7 @@ draquota replica's `draquota_ledger_writes_total` by outcome; the ratios of the 
 Everything started is stopped, also on error or SIGTERM. Only 127.0.0.1 is loaded.
 
     .venv/bin/python bench/throughput.py [--pods 400] [--clients 8] [--bursts 1] [--json]
-                                         [--phases ABCDE]   # or a subset, or with F, S
+                                         [--phases ABCDE]   # a subset, or also F, S, W
 """
 
 from __future__ import annotations
