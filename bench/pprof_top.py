@@ -8,9 +8,9 @@ or, with `--per N`, its milliseconds per unit of work (N creates in the profiled
     curl --cert ... "https://127.0.0.1:PORT/debug/pprof/profile?seconds=3" > cpu.pprof
     .venv/bin/python bench/pprof_top.py cpu.pprof [--top 30] [--match mutating] [--per 660]
 
-Only the fields this needs are decoded (samples, locations, functions, strings), by the
-protobuf wire format itself: five of profile.proto's messages, a page of code against a
-generated module and its runtime.
+Only the fields this needs are decoded (samples, locations, functions, strings), with the
+wire-format reader the CEL cost estimate uses (`quota.protowire`): five of profile.proto's
+messages, a page of code against a generated module and its runtime.
 """
 
 from __future__ import annotations
@@ -19,9 +19,13 @@ import argparse
 import gzip
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from quota.protowire import fields, varint
 
 __all__ = ["Profile", "main", "read_profile"]
 
@@ -33,44 +37,13 @@ _FUNCTION_ID, _FUNCTION_NAME = 1, 2
 _CPU_NANOSECONDS = 1  # values: [samples, cpu nanoseconds]
 
 
-def _varint(data: bytes, i: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[i]
-        i += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return value, i
-
-
-def _fields(data: bytes) -> Iterator[tuple[int, int, int | bytes]]:
-    """(field number, wire type, value) of each field of one message."""
-    i = 0
-    while i < len(data):
-        key, i = _varint(data, i)
-        wire: int = key & 7
-        value: int | bytes
-        if wire == 0:
-            value, i = _varint(data, i)
-        elif wire == 2:
-            size, i = _varint(data, i)
-            value, i = data[i : i + size], i + size
-        elif wire in (1, 5):
-            size = 8 if wire == 1 else 4
-            value, i = data[i : i + size], i + size
-        else:
-            raise ValueError(f"unsupported wire type {wire} in a profile")
-        yield key >> 3, wire, value
-
-
-def _ints(wire: int, value: int | bytes) -> list[int]:
-    """A repeated integer field, packed (wire type 2) or not."""
+def _ints(value: int | bytes) -> list[int]:
+    """A repeated integer field, one varint or packed (length-delimited)."""
     if isinstance(value, int):
         return [value]
     out, i = [], 0
     while i < len(value):
-        item, i = _varint(value, i)
+        item, i = varint(value, i)
         out.append(item)
     return out
 
@@ -106,29 +79,29 @@ def read_profile(data: bytes) -> Profile:
     functions: dict[int, int] = {}  # id -> name's string index
     locations: dict[int, list[int]] = {}  # id -> function ids, innermost first
     raw: list[tuple[list[int], list[int]]] = []
-    for field, _wire, value in _fields(data):
+    for field, value in fields(data):
         if field == _STRING and isinstance(value, bytes):
             strings.append(value.decode(errors="replace"))
         elif field == _FUNCTION and isinstance(value, bytes):
-            parts = {f: v for f, _, v in _fields(value)}
+            parts = dict(fields(value))
             functions[int(parts.get(_FUNCTION_ID, 0))] = int(parts.get(_FUNCTION_NAME, 0))
         elif field == _LOCATION and isinstance(value, bytes):
             location, lines = 0, []
-            for f, _, v in _fields(value):
+            for f, v in fields(value):
                 if f == _LOCATION_ID:
                     location = int(v)  # type: ignore[arg-type]
                 elif f == _LOCATION_LINE and isinstance(v, bytes):
-                    line = {lf: lv for lf, _, lv in _fields(v)}
+                    line = dict(fields(v))
                     lines.append(int(line.get(_LINE_FUNCTION, 0)))
             locations[location] = lines
         elif field == _SAMPLE and isinstance(value, bytes):
             ids: list[int] = []
             values: list[int] = []
-            for f, w, v in _fields(value):
+            for f, v in fields(value):
                 if f == _SAMPLE_LOCATIONS:
-                    ids += _ints(w, v)
+                    ids += _ints(v)
                 elif f == _SAMPLE_VALUES:
-                    values += _ints(w, v)
+                    values += _ints(v)
             raw.append((ids, values))
     samples = []
     for ids, values in raw:

@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from quota import protowire
+
 __all__ = ["DEVICE_SIZE", "DEVICE_WEIGHT", "Cost", "device_shape", "estimate_cost"]
 
 # A device: at most 32 attributes and capacities (plus driver and flags), strings of at
@@ -59,43 +61,13 @@ def _cap(value: int) -> int:
     return min(value, _MAX)
 
 
-# -- protobuf wire format, just enough for cel.expr.CheckedExpr ----------------------------------
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
+# -- protobuf wire format (`quota.protowire`), just enough for cel.expr.CheckedExpr -----------
 
 
 def _fields(data: bytes) -> list[tuple[int, Any]]:
-    """(field number, value) pairs: ints for varints, bytes for length-delimited fields."""
-    out: list[tuple[int, Any]] = []
-    pos, end = 0, len(data)
-    value: int | bytes
-    while pos < end:
-        key, pos = _varint(data, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _varint(data, pos)
-        elif wire == 2:
-            length, pos = _varint(data, pos)
-            value, pos = data[pos : pos + length], pos + length
-        elif wire == 1:
-            value, pos = data[pos : pos + 8], pos + 8
-        elif wire == 5:
-            value, pos = data[pos : pos + 4], pos + 4
-        else:
-            raise ValueError(f"unsupported wire type {wire}")
-        out.append((number, value))
-    return out
+    """(field number, value) pairs, typed Any: the walk knows each field's type from
+    cel.expr's schema (an int for a varint, bytes for a message or string)."""
+    return protowire.fields(data)
 
 
 def _first(fields: list[tuple[int, Any]], number: int) -> Any:
