@@ -69,6 +69,7 @@ sys.path.insert(0, str(ROOT))
 import orjson  # noqa: E402
 import yaml  # noqa: E402
 
+from bench.allow_all import KINDS as WEBHOOK_KINDS  # noqa: E402
 from bench.allow_all import allow_all_server, stamp_patch  # noqa: E402
 from bench.haproxy import HAProxy  # noqa: E402
 from bench.live import run_live  # noqa: E402
@@ -379,9 +380,8 @@ def _phases(
 @contextmanager
 def _unregistered(cluster: Any) -> Iterator[None]:
     """draquota's two webhook configurations taken out while inside, put back afterwards."""
-    kinds = ("mutatingwebhookconfiguration", "validatingwebhookconfiguration")
     saved = []
-    for kind in kinds:
+    for kind in WEBHOOK_KINDS:
         found = cluster.kubectl("get", kind, "draquota", "-o", "json", check=False)
         if found.returncode == 0:
             config = orjson.loads(found.stdout)

@@ -64,27 +64,21 @@ FLAVOR_LABEL = "bench.example.com/pool"
 UID = "@@UID@@"
 
 
-def _allowed(review: Any) -> bytes:
-    answer = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "response": {"uid": review["request"]["uid"], "allowed": True},
-    }
+def _allowed(review: Any, patch: list[Any] | None = None) -> bytes:
+    """The review's request allowed, with `patch` (a JSON patch) when one is given."""
+    response: dict[str, Any] = {"uid": review["request"]["uid"], "allowed": True}
+    if patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(orjson.dumps(patch)).decode()
+    answer = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
     return orjson.dumps(answer)
 
 
 def _stamped(review: Any, stamps: Mapping[str, Any]) -> bytes:
     """Allowed, with the JSON patch of `stamps` for the pod's kind: "gpu" when it names a
     claim, else "cpu" (bench/throughput.py's two pods)."""
-    request = review["request"]
-    spec = (request.get("object") or {}).get("spec") or {}
-    patch = stamps["gpu" if spec.get("resourceClaims") else "cpu"]
-    response = {"uid": request["uid"], "allowed": True}
-    if patch:
-        response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(orjson.dumps(patch)).decode()
-    answer = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
-    return orjson.dumps(answer)
+    spec = (review["request"].get("object") or {}).get("spec") or {}
+    return _allowed(review, stamps["gpu" if spec.get("resourceClaims") else "cpu"])
 
 
 def allow_all_app(stamps: Mapping[str, Any] | None = None) -> Any:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.cluster import free_port
+
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
@@ -41,12 +43,6 @@ def backends() -> Iterator[dict[int, bytes]]:
         server.server_close()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _answer(port: int) -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
         return conn.recv(16)
@@ -58,7 +54,7 @@ def _answer(port: int) -> bytes:
 def test_each_new_connection_goes_to_the_next_backend_and_removal_restarts(
     backends: dict[int, bytes], tmp_path: Path
 ) -> None:
-    proxy = _module().HAProxy(_free_port(), list(backends), tmp_path).start()
+    proxy = _module().HAProxy(free_port(), list(backends), tmp_path).start()
     try:
         first = proxy.process.pid
         assert sorted(_answer(proxy.port) for _ in range(4)) == [b"one", b"one", b"two", b"two"]
