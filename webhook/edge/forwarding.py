@@ -41,14 +41,16 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
-import httpx
+import aiohttp
 import orjson
+from aiohttp.connector import NEEDS_CLEANUP_CLOSED
 from cryptography import x509
 
 from certs.material import CA_CRT, TLS_CRT, TLS_KEY
 from webhook.edge.asgi import Answer, json_answer
 from webhook.edge.review import AdmissionRequest, Outcome, review_response
 from webhook.edge.reviewtypes import ADMISSION_API_VERSION, ADMISSION_KIND
+from webhook.edge.serve import KEEP_ALIVE_SECONDS
 
 __all__ = [
     "FORWARDED_HEADER",
@@ -66,6 +68,8 @@ UNAVAILABLE = "AdmittingReplicaUnavailable"
 # Beyond the admission deadline, how long a forwarding replica waits for the elected one:
 # that replica answers by its own deadline, and its answer says more than a timeout here.
 HOP_SECONDS = 0.5
+# below the elected replica's own keep-alive, so that this side always closes first
+KEEPALIVE_SECONDS = KEEP_ALIVE_SECONDS - 10
 WILDCARDS = frozenset({"", "0.0.0.0", "::"})
 
 log = logging.getLogger("draquota.forwarding")
@@ -93,7 +97,7 @@ class Forwarded:
 class _Client:
     """An HTTP client over one version of the certificate files."""
 
-    http: httpx.AsyncClient
+    http: aiohttp.ClientSession
     server_name: str  # what the elected replica's certificate is checked for ("": its host)
     stamp: tuple[tuple[int, int, int], ...]
 
@@ -184,26 +188,20 @@ class Forwarder:
             client = self._current()
         except (OSError, ssl.SSLError, ValueError) as exc:
             return self._unavailable(req, "this replica's certificates do not load", repr(exc))
-        extensions = {"sni_hostname": client.server_name} if client.server_name else {}
         try:
-            response = await client.http.post(
-                f"{address}/validate",
-                content=body,
-                headers={"content-type": "application/json", FORWARDED_HEADER: self.identity},
-                extensions=extensions,
-            )
-        except httpx.TimeoutException as exc:
+            status, content = await _post(client, f"{address}/validate", body, self.identity)
+        except TimeoutError as exc:
             why = f"the admitting replica did not answer within {self.timeout:g}s"
             return self._unavailable(req, why, f"{address}: {exc!r}")
-        except httpx.HTTPError as exc:
+        except (aiohttp.ClientError, OSError) as exc:
             return self._unavailable(req, "the admitting replica is unreachable", repr(exc))
-        if response.status_code != 200:
-            why = f"the admitting replica answered HTTP {response.status_code}"
-            return self._unavailable(req, why, response.text[:200])
-        if not _answers(response.content, req.uid):
+        if status != 200:
+            why = f"the admitting replica answered HTTP {status}"
+            return self._unavailable(req, why, _text(content))
+        if not _answers(content, req.uid):
             why = "the admitting replica's answer is not an AdmissionReview for this request"
-            return self._unavailable(req, why, response.text[:200])
-        return Forwarded((200, response.content), "forwarded")
+            return self._unavailable(req, why, _text(content))
+        return Forwarded((200, content), "forwarded")
 
     async def aclose(self) -> None:
         """Close every connection (at shutdown)."""
@@ -212,7 +210,7 @@ class Forwarder:
             task.cancel()  # each closes its client as it ends
         await asyncio.gather(*closing, return_exceptions=True)
         if self._client is not None:
-            await self._client.http.aclose()
+            await self._client.http.close()
             self._client = None
 
     def _unavailable(self, req: AdmissionRequest, why: str, detail: str) -> Forwarded:
@@ -233,14 +231,14 @@ class Forwarder:
             self._retire(client.http)
         return self._client
 
-    def _retire(self, http: httpx.AsyncClient) -> None:
+    def _retire(self, http: aiohttp.ClientSession) -> None:
         """Close a client of older certificates once its requests in flight are answered."""
 
         async def close_later() -> None:
             try:
                 await asyncio.sleep(self.timeout)
             finally:
-                await http.aclose()
+                await http.close()
 
         task = asyncio.get_running_loop().create_task(close_later())
         self._closing.add(task)
@@ -259,13 +257,38 @@ def _build(cert_dir: Path, timeout: float, stamp: tuple[tuple[int, int, int], ..
     context = ssl.create_default_context(cafile=str(cert_dir / CA_CRT))
     context.load_cert_chain(certfile=str(cert_dir / TLS_CRT), keyfile=str(cert_dir / TLS_KEY))
     certificate = x509.load_pem_x509_certificate((cert_dir / TLS_CRT).read_bytes())
-    http = httpx.AsyncClient(
-        verify=context,
-        timeout=httpx.Timeout(timeout),
+    http = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(
+            ssl=context,
+            limit=100,
+            # idle connections end here before the elected replica ends them: a POST on
+            # a connection the server has just closed fails, and is not retried (it is
+            # not idempotent)
+            keepalive_timeout=KEEPALIVE_SECONDS,
+            # a connection dropped mid-request (a timeout) is aborted at close, not left
+            # half shut down when the loop ends: needed by the Pythons whose TLS
+            # transports leak otherwise (before 3.12.8), a warning on the others
+            enable_cleanup_closed=NEEDS_CLEANUP_CLOSED,
+        ),
+        timeout=aiohttp.ClientTimeout(total=timeout),
         trust_env=False,  # never through a proxy from the environment
-        limits=httpx.Limits(max_keepalive_connections=32, keepalive_expiry=30.0),
     )
     return _Client(http, _service_name(certificate), stamp)
+
+
+async def _post(client: _Client, url: str, body: bytes, identity: str) -> tuple[int, bytes]:
+    """The status and body of the answer to `body` POSTed to `url`, the elected replica's
+    certificate checked for `client.server_name` (sent as SNI) when there is one."""
+    headers = {"content-type": "application/json", FORWARDED_HEADER: identity}
+    server_name = client.server_name or None
+    async with client.http.post(
+        url, data=body, headers=headers, server_hostname=server_name
+    ) as response:
+        return response.status, await response.read()
+
+
+def _text(content: bytes) -> str:
+    return content[:200].decode("utf-8", errors="replace")
 
 
 def _service_name(certificate: x509.Certificate) -> str:

@@ -26,6 +26,8 @@ __all__ = ["WebhookServer", "server_context", "webhook_server"]
 
 log = logging.getLogger("draquota.certs")
 
+KEEP_ALIVE_SECONDS = 30  # how long an idle connection of the API server (or a replica) stays
+
 
 def server_context(
     cert_dir: Path, reload_interval: float = 2.0, client_ca: Path | None = None
@@ -156,7 +158,7 @@ def webhook_server(
         server_header=False,
         lifespan="on",
         timeout_graceful_shutdown=int(graceful_seconds),
-        timeout_keep_alive=30,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )
     config.load()
     config.http_protocol_class = _peer_aware(config.http_protocol_class)
