@@ -261,12 +261,15 @@ def run_phase(
         if time.monotonic() > until:
             break  # a burst that could not start is no figure
         before = counters.read()
+        clients = _cpu_seconds(os.getpid())  # the clients are this process's threads
         run = burst(apis, kind, args.pods, f"{phase}-{kind}-{round_}".lower(), until)
+        clients = _cpu_seconds(os.getpid()) - clients
         after = counters.read()
         run["phase"] = phase
         run["counters"] = {
             k: v - before.get(k, 0.0) for k, v in after.items() if v != before.get(k, 0.0)
         }
+        run["counters"]["clients cpu"] = clients
         runs.append(run)
         clear(apis[0], bool(counters.replicas))
     return runs

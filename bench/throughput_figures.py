@@ -7,8 +7,9 @@ A burst record (`runs` of the result) is `{"phase", "kind", "seconds", "latencie
 creates that succeeded), "failed" {reason: n}, "messages", "counters" {name: increase}}`;
 counter names are `cpu PROCESS` (CPU seconds), `webhook NAME TYPE sum|count` (the API
 server's admission time of a webhook), `ledger VERB CODE` (QuotaLedger requests the API
-server served), `ledger PUT seconds sum|count` and `replica I ledger OUTCOME` (one draquota
-replica's `draquota_ledger_writes_total`).
+server served), `ledger PUT seconds sum|count`, `replica I ledger OUTCOME` (one draquota
+replica's `draquota_ledger_writes_total`) and `clients cpu` (CPU seconds of the benchmark's
+own process, whose threads are the clients: not in `cpu_ms`, which is the system measured).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ __all__ = [
     "PHASES",
     "Row",
     "apiserver_counters",
+    "machine",
     "quantile",
     "ratios",
     "replica_counters",
@@ -119,6 +121,19 @@ class Row:
     def cpu_ms(self) -> float:
         """CPU ms per create of the control plane and the webhook processes together."""
         return 1000 * sum(v for k, v in self.per_create.items() if k.startswith("cpu "))
+
+    @property
+    def clients_ms(self) -> float:
+        """CPU ms per create of the clients that sent the creates."""
+        return 1000 * self.per_create.get("clients cpu", 0.0)
+
+    @property
+    def cores(self) -> float:
+        """Cores kept busy over the bursts by every process counted, the clients included:
+        near the machine's CPUs, the rate is set by the CPU each create costs."""
+        attempts = self.created + self.failures
+        spent = (self.cpu_ms + self.clients_ms) * attempts / 1000
+        return spent / self.seconds if self.seconds > 0 else 0.0
 
 
 def summarize(runs: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], Row]:
@@ -282,6 +297,21 @@ def costs(row: Row) -> list[str]:
     return [f"CPU ms: {cpu}", *parts]
 
 
+def machine(rows: Mapping[tuple[str, str], Row], cpus: int) -> list[str]:
+    """Per phase and kind, the cores kept busy and the CPU per create they were spent on:
+    when every phase keeps the machine's CPUs near full, a ratio of rates is the inverse
+    ratio of CPU per create."""
+    lines = [
+        f"| phase | kind | cores busy (of {cpus}) | CPU ms per create: measured + clients |",
+        "|---|---|---|---|",
+    ]
+    for (phase, kind), row in rows.items():
+        lines.append(
+            f"| {phase} | {kind} | {row.cores:.2f} | {row.cpu_ms:.1f} + {row.clients_ms:.1f} |"
+        )
+    return lines
+
+
 def report(result: Mapping[str, Any]) -> str:
     meta = result["meta"]
     rows = summarize(result["runs"])
@@ -305,6 +335,7 @@ def report(result: Mapping[str, Any]) -> str:
     for name, kind, value, target, verdict in ratios(rows):
         shown = "n/a" if value is None else f"{value:.2f}"
         lines.append(f"| {name} | {kind} | {shown} | {target} | {verdict} |")
+    lines += ["", *machine(rows, meta["cpus"])]
     lines += ["", "Per create (counters' increase over the burst / creates attempted):"]
     for (phase, kind), row in rows.items():
         lines.append(f"- {phase} {kind}: " + "; ".join(costs(row)))

@@ -124,6 +124,18 @@ def test_costs_give_webhook_time_ledger_requests_and_records_per_create() -> Non
     assert "CPU ms: draquota-0 10.0" in text
 
 
+def test_cores_busy_count_every_process_and_the_clients_over_the_wall_time() -> None:
+    fig = _module("throughput_figures")
+    # 396 created and 4 failed in 2 s; 3.2 CPU s measured and 0.8 s of the clients
+    counters = {"cpu kube-apiserver": 2.0, "cpu draquota-0": 1.2, "clients cpu": 0.8}
+    run = _run("D", "cpu", 2.0, [1.0] * 396, failed={"DeadlineExceeded": 4}, counters=counters)
+    (row,) = fig.summarize([run]).values()
+    assert row.cpu_ms == 8.0  # the clients are not the system measured
+    assert row.clients_ms == 2.0
+    assert round(row.cores, 6) == 2.0  # (3.2 + 0.8) CPU seconds over 2 s of wall time
+    assert fig.machine({("D", "cpu"): row}, 2)[2] == "| D | cpu | 2.00 | 8.0 + 2.0 |"
+
+
 def test_counters_are_read_from_prometheus_text_as_the_servers_print_it() -> None:
     fig = _module("throughput_figures")
     apiserver = "\n".join([
