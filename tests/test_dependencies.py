@@ -20,8 +20,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("quota", "webhook", "certs")
+from tests.shipped import PACKAGES, ROOT, modules
 
 
 def _normal(distribution: str) -> str:
@@ -46,11 +45,10 @@ def _third_party() -> dict[str, list[str]]:
     """Each third-party top-level module imported by the shipped packages -> the files."""
     ours = set(PACKAGES) | {"__future__"}
     found: dict[str, list[str]] = {}
-    for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            for name in set(_imports(path)):
-                if name not in ours and name not in sys.stdlib_module_names:
-                    found.setdefault(name, []).append(str(path.relative_to(ROOT)))
+    for path in modules():
+        for name in set(_imports(path)):
+            if name not in ours and name not in sys.stdlib_module_names:
+                found.setdefault(name, []).append(str(path.relative_to(ROOT)))
     return found
 
 

@@ -23,12 +23,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("quota", "webhook", "certs")
+from tests.shipped import ROOT, modules
 
 # Private names that are public API of the standard library (namedtuple documents its
 # methods with a leading underscore so they cannot clash with field names).
@@ -203,10 +201,6 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def _modules() -> list[Path]:
-    return sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py"))
-
-
 def scan(source: str, path: str = "<test>") -> list[Access]:
     """Every access to another object's private attribute in `source`."""
     scanner = _Scanner(path)
@@ -215,7 +209,7 @@ def scan(source: str, path: str = "<test>") -> list[Access]:
 
 
 def _violations() -> Iterator[Access]:
-    for module in _modules():
+    for module in modules():
         relative = str(module.relative_to(ROOT))
         for access in scan(module.read_text(encoding="utf-8"), relative):
             if (access.path, access.expression) not in ALLOWED:
@@ -230,7 +224,7 @@ def test_no_class_touches_another_private_attribute() -> None:
 def test_allowed_entries_still_match_and_say_why() -> None:
     seen = {
         (access.path, access.expression)
-        for module in _modules()
+        for module in modules()
         for access in scan(module.read_text(encoding="utf-8"), str(module.relative_to(ROOT)))
     }
     for key, reason in ALLOWED.items():
