@@ -11,8 +11,9 @@ here, in one run, for:
   can do (no header model, no pool);
 - `httpx`: the client forwarding used before stop 36, when httpx is installed.
 
-The elected replica is a uvicorn TLS server in a thread of this process answering the
-recorded review of `tests.webhook.forwarding_lab`; each client runs on the main thread's
+The elected replica is webhook_bench's allow-all floor (draquota's own ASGI layer) served
+as `draquota serve` serves it, in a thread of this process; the request is the recorded
+review of `tests.webhook.forwarding_lab`. Each client runs on the main thread's
 event loop, `--concurrency` requests at a time, and its CPU is `time.thread_time()` of
 that thread only (the server's thread is not counted).
 
@@ -30,36 +31,19 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.webhook_bench import allow_all_floor_app
 from certs.files import write_material
 from certs.material import CA_CRT
 from certs.rotation import issue
 from certs.serving import ServingSpec
 from tests.webhook.forwarding_lab import Election, recorded_review, serving
 from webhook.edge.forwarding import FORWARDED_HEADER, Forwarder
-from webhook.edge.review import Outcome, parse_review, review_response
+from webhook.edge.review import parse_review
 
 Send = Callable[[], Awaitable[None]]
-
-
-async def elected_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """Answers every POST with an allowing AdmissionReview for its uid."""
-    if scope["type"] != "http":
-        return
-    body, more = b"", True
-    while more:
-        message = await receive()
-        body, more = body + message.get("body", b""), message.get("more_body", False)
-    uid = orjson.loads(body)["request"]["uid"]
-    answer = orjson.dumps(review_response(uid, Outcome(True), mutating=False))
-    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(answer))]
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
-    await send({"type": "http.response.body", "body": answer})
 
 
 def _request(host: str, port: int, body: bytes) -> bytes:
@@ -165,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         cert_dir = Path(tmp)
         write_material(cert_dir, issue(ServingSpec(), datetime.now(UTC)))
-        with serving(elected_app, cert_dir) as server:
+        with serving(allow_all_floor_app(), cert_dir) as server:
             for _ in range(args.rounds):
                 for name, client in CLIENTS.items():
                     run = client(server.url, cert_dir, body, args.requests, args.concurrency)
